@@ -1,0 +1,86 @@
+"""`caisson bench`: latencies as p50/p95, each next to the baseline its issue names,
+measured in the same run on the same container."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from runtime.runtime import Runtime
+from runtime.session import Session
+
+
+def summarize(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(p95, 3),
+        "n": len(ordered),
+    }
+
+
+async def measure(fn: Callable[[], Awaitable[Any]], iterations: int, warmup: int = 5) -> dict[str, float]:
+    for _ in range(warmup):
+        await fn()
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return summarize(samples)
+
+
+def measure_sync(fn: Callable[[], Any], iterations: int, warmup: int = 3) -> dict[str, float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return summarize(samples)
+
+
+async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    result["noop_roundtrip"] = await measure(s.ping, iterations)
+    result["exec_true"] = await measure(lambda: s.exec(["true"], timeout=10), iterations)
+    await s.write_file("/workspace/bench-1mb.bin", bytes(range(256)) * 4096)
+    result["read_1mb"] = await measure(lambda: s.read_file("/workspace/bench-1mb.bin"), max(20, iterations // 4))
+
+    container = rt.client.containers.get(s.container_id)
+    baseline_n = max(10, iterations // 10)
+    # The baseline other runtimes pay per call: one `docker exec` through the Engine API.
+    result["docker_exec_run_baseline"] = await anyio.to_thread.run_sync(
+        lambda: measure_sync(lambda: container.exec_run(["true"]), baseline_n)
+    )
+    base = result["docker_exec_run_baseline"]["p50_ms"]
+    result["speedup_noop_vs_docker_exec_p50"] = round(base / max(result["noop_roundtrip"]["p50_ms"], 1e-6), 1)
+    result["speedup_exec_vs_docker_exec_p50"] = round(base / max(result["exec_true"]["p50_ms"], 1e-6), 1)
+
+    starts = []
+    for _ in range(max(5, iterations // 40)):
+        t0 = time.perf_counter()
+        started = await rt.open_session()
+        starts.append((time.perf_counter() - t0) * 1000)
+        await started.close()
+    result["session_start"] = summarize(starts)
+    return result
+
+
+async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
+    groups = set(only or ["spine", "tools", "bash", "audit"])
+    report: dict[str, Any] = {"iterations": iterations, "targets": {
+        "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
+        "grep_vs_rg_ratio": 1.5, "bash_true_p50_ms": 10,
+    }}
+    async with Runtime() as rt:
+        async with rt.session() as s:
+            if "spine" in groups:
+                report["spine"] = await bench_spine(rt, s, iterations)
+    return report

@@ -1,0 +1,152 @@
+"""Framed RPC client to one daemon: request ids, many calls in flight, deadlines.
+
+Every reply is hostile input: frames are size-checked before they are buffered
+(``FrameDecoder``), headers are shape-checked here, results are validated into
+pydantic models by the session. A stream that ends or lies fails every pending and
+future call with a clear error; it never hangs a caller past its deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import structlog
+
+from runtime.errors import CallTimeout, DaemonDied, DaemonProtocolError, OpError, SessionError
+from sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
+
+log = structlog.get_logger("caisson.channel")
+
+EventHandler = Callable[[str, dict[str, Any], bytes], None]
+
+
+class ByteTransport(Protocol):
+    async def receive_stdout(self) -> bytes: ...
+    async def send(self, data: bytes) -> None: ...
+    async def aclose(self) -> None: ...
+
+    @property
+    def stderr_tail(self) -> str: ...
+
+
+@dataclass
+class _Pending:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    header: dict[str, Any] | None = None
+    blob: bytes = b""
+    on_event: EventHandler | None = None
+
+
+class Channel:
+    def __init__(self, transport: ByteTransport, *, max_frame: int, name: str = "") -> None:
+        self._transport = transport
+        self._decoder = FrameDecoder(max_frame=max_frame)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._failure: SessionError | None = None
+        self._closed = anyio.Event()
+        self.name = name
+
+    @property
+    def failure(self) -> SessionError | None:
+        return self._failure
+
+    @property
+    def alive(self) -> bool:
+        return self._failure is None
+
+    def _fail(self, error: SessionError) -> None:
+        if self._failure is None:
+            self._failure = error
+            log.warning("channel failed", session=self.name, error=str(error))
+        for pending in self._pending.values():
+            pending.done.set()
+        self._closed.set()
+
+    async def run(self) -> None:
+        """Read replies until the stream ends; run this in the session's task group."""
+        try:
+            while self._failure is None:
+                chunk = await self._transport.receive_stdout()
+                if not chunk:
+                    tail = self._transport.stderr_tail.strip()
+                    detail = f"; its last words on stderr: {tail[-500:]}" if tail else ""
+                    self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone (its stream ended){detail}"))
+                    return
+                try:
+                    frames = self._decoder.feed(chunk)
+                except ProtocolError as exc:
+                    self._fail(DaemonProtocolError(f"the sandbox daemon of session {self.name} sent an invalid frame: {exc}"))
+                    return
+                for header, blob in frames:
+                    self._dispatch(header, blob)
+        finally:
+            if self._failure is None:
+                self._fail(DaemonDied(f"the connection to session {self.name} was closed"))
+
+    def _dispatch(self, header: dict[str, Any], blob: bytes) -> None:
+        call_id = header.get("id")
+        if not isinstance(call_id, int) or isinstance(call_id, bool):
+            self._fail(DaemonProtocolError(f"daemon of session {self.name} sent a frame without an integer id"))
+            return
+        pending = self._pending.get(call_id)
+        if pending is None:
+            return  # a reply to a call that already timed out
+        if "event" in header:
+            if pending.on_event is not None and isinstance(header.get("data"), dict):
+                pending.on_event(str(header["event"]), header["data"], blob)
+            return
+        pending.header = header
+        pending.blob = blob
+        pending.done.set()
+
+    async def call(
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        blob: bytes = b"",
+        *,
+        timeout: float,
+        on_event: EventHandler | None = None,
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one request and wait for its reply. Raises OpError for a refused op."""
+        if self._failure is not None:
+            raise self._failure
+        call_id = next(self._ids)
+        pending = _Pending(on_event=on_event)
+        self._pending[call_id] = pending
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                try:
+                    await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    self._fail(DaemonDied(f"cannot write to the daemon of session {self.name}: {exc}"))
+                await pending.done.wait()
+            if scope.cancelled_caught:
+                raise CallTimeout(f"{op} on session {self.name} got no reply within {timeout:g} s")
+        finally:
+            del self._pending[call_id]
+        if pending.header is None:
+            assert self._failure is not None
+            raise self._failure
+        return self._unpack(op, pending.header, pending.blob)
+
+    def _unpack(self, op: str, header: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+        ok = header.get("ok")
+        if ok is True and isinstance(header.get("result"), dict):
+            return header["result"], blob
+        error = header.get("error")
+        if ok is False and isinstance(error, dict):
+            code, message = error.get("code"), error.get("message")
+            if isinstance(code, str) and isinstance(message, str):
+                raise OpError(code, message[:4000])
+        raise DaemonProtocolError(f"daemon of session {self.name} sent a malformed reply to {op}")
+
+    async def aclose(self) -> None:
+        self._fail(SessionError(f"session {self.name} is closed"))
+        await self._transport.aclose()

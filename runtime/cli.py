@@ -1,0 +1,106 @@
+"""The `caisson` command line. Errors are one readable line, never a bare traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+
+from runtime import logs
+from runtime.errors import CaissonError
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _json(value: Any) -> None:
+    _out(json.dumps(value, indent=2, default=str))
+
+
+def cmd_demo(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.demo import run_demo
+
+    return run_demo(_out)
+
+
+def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime import docker_backend, images
+
+    async def run() -> None:
+        client = await anyio.to_thread.run_sync(docker_backend.connect, None)
+        if args.image_cmd == "build":
+            tag = await anyio.to_thread.run_sync(lambda: images.build_image(client, force=args.force))
+            _out(tag)
+        else:
+            _json(images.list_images(client))
+
+    return run()
+
+
+def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime import docker_backend, gc
+
+    async def run() -> None:
+        client = await anyio.to_thread.run_sync(docker_backend.connect, None)
+        reaped = await anyio.to_thread.run_sync(gc.collect, client)
+        _json([r.model_dump() for r in reaped])
+
+    return run()
+
+
+def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.bench import run_bench
+
+    async def run() -> None:
+        _json(await run_bench(iterations=args.iterations, only=args.only))
+
+    return run()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="caisson", description="Sandboxed execution runtime for AI agents")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="start a session, run a short scripted sequence, remove it").set_defaults(fn=cmd_demo)
+
+    image = sub.add_parser("image", help="the sandbox image")
+    image_sub = image.add_subparsers(dest="image_cmd", required=True)
+    build = image_sub.add_parser("build", help="build the default image if its tag is missing (offline-capable)")
+    build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
+    image_sub.add_parser("ls", help="list caisson images")
+    image.set_defaults(fn=cmd_image)
+
+    sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed").set_defaults(fn=cmd_gc)
+
+    bench = sub.add_parser("bench", help="measure latencies (JSON, p50/p95) against docker exec")
+    bench.add_argument("--iterations", type=int, default=200)
+    bench.add_argument("--only", action="append", help="run only these groups (repeatable)")
+    bench.set_defaults(fn=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logs.configure(verbose=args.verbose)
+    fn: Callable[[argparse.Namespace], Coroutine[Any, Any, None]] = args.fn
+    try:
+        anyio.run(lambda: fn(args))
+    except CaissonError as exc:
+        sys.stderr.write(f"caisson: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("caisson: interrupted\n")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Configuration models for the runtime and for one session."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
+# agent owns, dropping to the agent user, and signalling the agent's processes.
+DAEMON_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
+
+
+def process_start_ticks(pid: int) -> str:
+    """The kernel's start time of ``pid`` (empty if gone): tells a live owner from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def default_owner() -> str:
+    """Who owns a container: host, pid and start time, so a reaper can tell a dead owner."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start_ticks(os.getpid())}"
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    memory: str = Field("2g", description="memory limit; swap is set equal, so no swap")
+    cpus: float = Field(2.0, gt=0)
+    pids: int = Field(512, gt=0)
+    nofile: int = Field(4096, gt=0)
+    fsize_bytes: int = Field(8 * 1024**3, gt=0, description="largest file a process may write")
+
+
+class SessionConfig(BaseModel):
+    """How one session's container is made."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str | None = Field(None, description="image to run; default: the built caisson image")
+    profile: str = "caisson"
+    tenant: str = "default"
+    ttl: float = Field(3600.0, gt=0, description="seconds before the reaper may remove the session")
+    idle_timeout: float | None = Field(
+        900.0, description="seconds without a call after which the session closes itself"
+    )
+    network: bool = Field(False, description="allow egress; default network none")
+    gvisor: bool = Field(False, description="run under gVisor (runsc)")
+    workdir: str = "/workspace"
+    agent_user: str = "agent"
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: dict[str, str] = Field(
+        default_factory=dict, description="host path -> container path; none unless named"
+    )
+    limits: Limits = Field(default_factory=Limits)
+    call_timeout: float = Field(30.0, gt=0, description="deadline of a primitive call without its own timeout")
+    max_frame: int = Field(32 * 1024 * 1024, gt=1024, description="largest reply frame accepted")
+    stateless_bash: bool = Field(False, description="every bash call starts from the root dir and env")
+
+
+class RuntimeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    docker_host: str | None = Field(None, description="default: DOCKER_HOST or the local socket")
+    owner: str = Field(default_factory=default_owner)
+    gc_on_start: bool = True
+    state_dir: str = Field(
+        default_factory=lambda: os.environ.get("CAISSON_STATE_DIR", os.path.expanduser("~/.caisson")),
+        description="audit log and other host-side state",
+    )
+    start_timeout: float = Field(30.0, gt=0)
+    runtime_kind: Literal["docker"] = "docker"

@@ -1,0 +1,178 @@
+"""The boundary every tool call crosses: profile lookup → schema validation → permission
+policy → audit → canonical handler. A denied call never reaches the daemon (except for a
+read-only `stat` to resolve the real path of a path argument)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import posixpath
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from runtime.errors import CaissonError, OpError
+from runtime.policy import (
+    AuditEvent,
+    AuditLog,
+    CallRequest,
+    Decision,
+    GrantStore,
+    Policy,
+    PolicyEngine,
+    ResolvedPath,
+)
+from runtime.profiles import get_profile
+from runtime.profiles.base import Profile, ProfileTool
+from runtime.tools.base import ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.config import RuntimeConfig
+    from runtime.session import Session
+
+log = structlog.get_logger("caisson.dispatch")
+
+
+def validation_message(tool: str, exc: ValidationError) -> str:
+    """One line per bad field, naming it, e.g. `file_path: Field required`."""
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        parts.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+@dataclass
+class Dispatcher:
+    profile: Profile
+    engine: PolicyEngine
+    audit: AuditLog
+    tenant: str
+
+    @classmethod
+    def create(
+        cls,
+        session: Session,
+        *,
+        policy: Policy,
+        audit: AuditLog,
+        approval_handler: Any = None,
+    ) -> Dispatcher:
+        grants = GrantStore()
+        session.grants = grants
+        return cls(
+            profile=get_profile(session.config.profile),
+            engine=PolicyEngine(policy, grants, approval_handler),
+            audit=audit,
+            tenant=session.config.tenant,
+        )
+
+    async def _resolve(self, session: Session, path: str) -> ResolvedPath:
+        """The real path inside the container, symbolic links included, for the policy."""
+        lexical = session.resolve(path)
+        probe, tail = lexical, ""
+        # Resolve the deepest existing ancestor, so a new file under a symlinked dir is caught.
+        for _ in range(64):
+            try:
+                st = await session.stat(probe)
+            except OpError:
+                st = None
+            if st is not None and st.exists and st.realpath:
+                real = posixpath.normpath(posixpath.join(st.realpath, tail)) if tail else st.realpath
+                return ResolvedPath(requested=lexical, resolved=real)
+            if probe == "/":
+                break
+            probe, name = posixpath.split(probe)
+            tail = posixpath.join(name, tail) if tail else name
+        return ResolvedPath(requested=lexical, resolved=lexical)
+
+    async def call(self, session: Session, name: str, raw_args: dict[str, Any]) -> ToolResult:
+        call_id = "c-" + uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        bytes_in = len(json.dumps(raw_args, default=str))
+        ptool = self.profile.lookup(name)
+        if ptool is None:
+            available = ", ".join(sorted(self.profile.tools))
+            result = ToolResult.failure("unknown_tool", f"unknown tool {name!r}; this session offers: {available}")
+            return self._finish(session, call_id, name, None, raw_args, None, result, started, bytes_in)
+        try:
+            args = ptool.input_model.model_validate(raw_args)
+            canonical_args = ptool.to_canonical(args, session)
+            if inspect.isawaitable(canonical_args):
+                canonical_args = await canonical_args
+        except ValidationError as exc:
+            result = ToolResult.failure("invalid_arguments", validation_message(ptool.name, exc))
+            return self._finish(session, call_id, name, ptool, raw_args, None, result, started, bytes_in)
+        except ToolError as exc:
+            result = ToolResult.failure(exc.code, exc.message, exc.data)
+            return self._finish(session, call_id, name, ptool, raw_args, None, result, started, bytes_in)
+
+        canonical = ptool.canonical
+        paths = [await self._resolve(session, p) for p in canonical.paths(canonical_args) if p]
+        request = CallRequest(
+            tenant=self.tenant,
+            session_id=session.id,
+            call_id=call_id,
+            tool=canonical.name,
+            tool_alias=ptool.name,
+            level=ptool.effective_level,
+            args=raw_args,
+            paths=paths,
+            command=canonical.command(canonical_args),
+            access=canonical.access if canonical.access != "none" else "read",
+        )
+        decision = await self.engine.decide(request)
+        if not decision.allowed:
+            result = ToolResult.failure("permission_denied", decision.message)
+        else:
+            result = await self._run(session, ptool, canonical_args)
+        result = ptool.present(result, args)
+        return self._finish(session, call_id, name, ptool, raw_args, decision, result, started, bytes_in)
+
+    async def _run(self, session: Session, ptool: ProfileTool, args: BaseModel) -> ToolResult:
+        try:
+            return await ptool.canonical.handler(session, args)
+        except ToolError as exc:
+            return ToolResult.failure(exc.code, exc.message, exc.data)
+        except OpError as exc:
+            return ToolResult.failure(exc.code, exc.message)
+        except CaissonError as exc:
+            return ToolResult.failure(exc.code, str(exc))
+
+    def _finish(
+        self,
+        session: Session,
+        call_id: str,
+        name: str,
+        ptool: ProfileTool | None,
+        raw_args: dict[str, Any],
+        decision: Decision | None,
+        result: ToolResult,
+        started: float,
+        bytes_in: int,
+    ) -> ToolResult:
+        result.tool = ptool.name if ptool else name
+        result.call_id = call_id
+        result.level = decision.level if decision else (ptool.effective_level if ptool else None)
+        result.decision = decision.outcome if decision else None
+        self.audit.record(
+            AuditEvent.for_call(
+                tenant=self.tenant,
+                session_id=session.id,
+                call_id=call_id,
+                tool=ptool.canonical.name if ptool else name,
+                tool_alias=name,
+                args=raw_args,
+                decision=decision,
+                ok=result.ok,
+                error=result.error.code if result.error else None,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                bytes_in=bytes_in,
+                bytes_out=len(result.text),
+            )
+        )
+        return result

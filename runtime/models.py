@@ -1,0 +1,120 @@
+"""Pydantic models for what session primitives return. Replies from the daemon are
+validated into these, so a lying daemon produces a clear error instead of bad data."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FileType = Literal["file", "dir", "symlink", "other"]
+
+
+class _Reply(BaseModel):
+    # Unknown keys from the daemon are ignored; wrong types for known keys are errors.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class DaemonInfo(_Reply):
+    version: str
+    protocol: int
+    python: str
+    rg: str | None
+    pid: int
+    uid: int
+
+
+class StatResult(_Reply):
+    exists: bool
+    type: FileType | None = None
+    size: int = 0
+    mode: int = 0
+    mtime: float = 0.0
+    uid: int = 0
+    gid: int = 0
+    target: str | None = None
+    realpath: str | None = None
+
+
+class ReadResult(_Reply):
+    data: bytes
+    size: int = Field(description="size of the whole file")
+    offset: int
+    eof: bool
+    sha256: str | None = None
+
+
+class WriteResult(_Reply):
+    created: bool
+    size: int
+    sha256: str
+
+
+class DirEntry(_Reply):
+    name: str
+    type: FileType
+    size: int = 0
+    mode: int = 0
+    mtime: float = 0.0
+    uid: int = 0
+    gid: int = 0
+    target: str | None = None
+
+
+class WalkEntry(_Reply):
+    path: str
+    type: FileType
+    size: int = 0
+    mtime: float = 0.0
+
+
+class WalkResult(_Reply):
+    entries: list[WalkEntry]
+    ignore: dict[str, str] = Field(default_factory=dict)
+    truncated: bool = False
+
+
+class ExecResult(_Reply):
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    signal: int | None = None
+    timed_out: bool = False
+    stdout_total: int = 0
+    stderr_total: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration: float = 0.0
+
+
+class SpawnResult(_Reply):
+    task_id: str
+    pid: int
+
+
+class TaskOutput(_Reply):
+    stdout: str
+    stderr: str
+    stdout_offset: int
+    stderr_offset: int
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    running: bool
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+
+
+class TaskInfo(_Reply):
+    task_id: str
+    pid: int
+    name: str | None = None
+    command: str | list[str] | None = None
+    running: bool
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    started: float
+    ended: float | None = None
+    stdout_total: int = 0
+    stderr_total: int = 0

@@ -1,0 +1,26 @@
+"""Profiles: each tool specification served exactly as written, on the canonical tools."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import runtime.tools  # noqa: F401  (registers the canonical tools)
+from runtime.errors import CaissonError
+from runtime.profiles.base import Profile, ProfileTool, canonical_profile
+
+PROFILES: dict[str, Callable[[], Profile]] = {
+    "caisson": canonical_profile,
+}
+
+_cache: dict[str, Profile] = {}
+
+
+def get_profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise CaissonError(f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILES))}")
+    if name not in _cache:
+        _cache[name] = PROFILES[name]()
+    return _cache[name]
+
+
+__all__ = ["PROFILES", "Profile", "ProfileTool", "get_profile"]

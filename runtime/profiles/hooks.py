@@ -1,0 +1,104 @@
+"""Host hooks for tools whose work needs a language model.
+
+caisson runs tools in a sandbox; it never calls a model. Some specifications include
+tools that are agent features rather than sandbox features (Amp's finder, oracle and
+Task; AgentLoop's plan, run and plan-and-run). A profile still lists them, so an agent
+written against the specification sees its whole tool surface, and the embedding
+program serves them by registering a hook::
+
+    from runtime.profiles.hooks import register_hook
+
+    async def oracle(session, args):          # args: the tool's validated arguments
+        return await my_model.ask(args["task"])
+
+    register_hook("amp", "oracle", oracle)                 # every session of the profile
+    register_hook("amp", "oracle", oracle, session=s)      # one session only
+
+A hook returns what the tool's specification says the tool returns (a string or a
+JSON-serialisable value); the profile wraps it in the specification's envelope. Without
+a hook the call fails with the code ``not_served`` and a message naming this function.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from runtime.policy import Level
+from runtime.tools.base import Tool, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.session import Session
+
+HookHandler = Callable[["Session", dict[str, Any]], Any | Awaitable[Any]]
+
+_HOOKS: dict[tuple[str, str], HookHandler] = {}
+_SESSION_KEY = "profile_hooks"
+
+
+def register_hook(profile: str, tool: str, handler: HookHandler, *, session: Session | None = None) -> None:
+    """Serve ``tool`` of ``profile`` with ``handler`` (for one session when ``session`` is given)."""
+    if session is None:
+        _HOOKS[(profile, tool)] = handler
+    else:
+        session.tool_state(_SESSION_KEY, dict)[(profile, tool)] = handler
+
+
+def unregister_hook(profile: str, tool: str, *, session: Session | None = None) -> None:
+    if session is None:
+        _HOOKS.pop((profile, tool), None)
+    else:
+        session.tool_state(_SESSION_KEY, dict).pop((profile, tool), None)
+
+
+def find_hook(session: Session, profile: str, tool: str) -> HookHandler | None:
+    """The session's own hook first, then the process-wide one."""
+    own: dict[tuple[str, str], HookHandler] = session.tool_state(_SESSION_KEY, dict)
+    return own.get((profile, tool)) or _HOOKS.get((profile, tool))
+
+
+def not_served_message(profile: str, tool: str, what: str) -> str:
+    return (
+        f"{tool} is not served: it needs {what}, and caisson does not call models. The embedding "
+        f"program can serve it with runtime.profiles.hooks.register_hook({profile!r}, {tool!r}, handler)."
+    )
+
+
+async def call_hook(session: Session, profile: str, tool: str, args: BaseModel, what: str) -> Any:
+    handler = find_hook(session, profile, tool)
+    if handler is None:
+        raise ToolError("not_served", not_served_message(profile, tool, what))
+    value = handler(session, args.model_dump(by_alias=True, exclude_none=True))
+    return await value if inspect.isawaitable(value) else value
+
+
+def hook_tool(
+    profile: str,
+    name: str,
+    input_model: type[BaseModel],
+    *,
+    level: Level,
+    snippet: str,
+    what: str = "a language model",
+) -> Tool:
+    """A tool (outside the canonical registry) whose handler is the registered hook.
+
+    The hook's return value is the result's ``data``; the profile's presenter shapes it."""
+
+    async def handler(session: Session, args: BaseModel) -> ToolResult:
+        value = await call_hook(session, profile, name, args, what)
+        text = value if isinstance(value, str) else ""
+        return ToolResult.success(text, value)
+
+    return Tool(
+        name=f"hook:{profile}:{name}",
+        input_model=input_model,
+        handler=handler,
+        level=level,
+        access="none",
+        snippet=snippet,
+        description=snippet,
+    )

@@ -1,0 +1,125 @@
+"""(TEMPORARY NOTE FOR ENGINEERS: the issue texts are in /tmp/issues/issue-3.txt (file tools) and issue-4.txt (shell tools); "{ISSUE3}" in your brief means /tmp/issues/issue-3.txt.)
+How a canonical tool is defined: input model, permission level, prompt snippet, handler.
+
+A tool is declared once with :func:`tool`; the registry is what profiles map onto and
+what ``Session.call`` dispatches through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.policy import Level
+
+if TYPE_CHECKING:
+    from runtime.session import Session
+
+Access = Literal["read", "write", "execute", "delete", "network", "none"]
+
+
+class ToolErrorInfo(BaseModel):
+    code: str = Field(description="stable machine-readable code, e.g. not_found, invalid_arguments")
+    message: str
+
+
+class ToolResult(BaseModel):
+    """What every tool call returns, whatever the tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    text: str = Field("", description="what an agent should be shown")
+    data: Any = Field(None, description="structured result (JSON-serialisable)")
+    error: ToolErrorInfo | None = None
+    truncated: bool = False
+    truncation: dict[str, Any] | None = Field(None, description="facts about what was cut, and how to get more")
+    tool: str = ""
+    call_id: str = ""
+    level: Level | None = None
+    decision: str | None = Field(None, description="allow / warn / approved / denied")
+
+    @classmethod
+    def success(cls, text: str, data: Any = None, **kw: Any) -> ToolResult:
+        return cls(ok=True, text=text, data=data, **kw)
+
+    @classmethod
+    def failure(cls, code: str, message: str, data: Any = None) -> ToolResult:
+        return cls(ok=False, text=message, data=data, error=ToolErrorInfo(code=code, message=message))
+
+
+class ToolError(Exception):
+    """Raised by a handler for an expected failure; becomes ``ToolResult.failure``."""
+
+    def __init__(self, code: str, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ToolInput(BaseModel):
+    # Unknown arguments are an error an agent can read, not silently dropped.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+In = TypeVar("In", bound=BaseModel)
+Handler = Callable[["Session", Any], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    input_model: type[BaseModel]
+    handler: Handler
+    level: Level
+    access: Access
+    snippet: str
+    guidelines: tuple[str, ...] = ()
+    # Which arguments name container paths, and which a shell command, for the policy.
+    paths: Callable[[Any], list[str]] = field(default=lambda args: [])
+    command: Callable[[Any], str | None] = field(default=lambda args: None)
+    description: str = ""
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def tool(
+    name: str,
+    input_model: type[BaseModel],
+    *,
+    level: Level,
+    access: Access,
+    snippet: str,
+    description: str = "",
+    guidelines: tuple[str, ...] = (),
+    paths: Callable[[Any], list[str]] | None = None,
+    command: Callable[[Any], str | None] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` as the canonical tool ``name``."""
+
+    def register(handler: Handler) -> Handler:
+        if name in REGISTRY:
+            raise ValueError(f"tool {name!r} is defined twice")
+        REGISTRY[name] = Tool(
+            name=name,
+            input_model=input_model,
+            handler=handler,
+            level=level,
+            access=access,
+            snippet=snippet,
+            description=description or snippet,
+            guidelines=guidelines,
+            paths=paths or (lambda args: []),
+            command=command or (lambda args: None),
+        )
+        return handler
+
+    return register

@@ -1,0 +1,100 @@
+"""Errors returned to the host, and checked access to request arguments.
+
+A handler raises ``DaemonError(code, message)``; the server turns it into
+``{"ok": false, "error": {"code", "message"}}``. ``OSError`` is mapped by errno.
+"""
+
+import errno
+from typing import Any, Dict, Tuple
+
+# The codes docs/protocol.md allows; anything else is a daemon bug.
+CODES = frozenset(
+    (
+        "bad_request",
+        "not_found",
+        "exists",
+        "not_a_directory",
+        "is_a_directory",
+        "permission_denied",
+        "conflict",
+        "no_such_task",
+        "too_large",
+        "io_error",
+        "internal",
+    )
+)
+
+_ERRNO_CODES = {
+    errno.ENOENT: "not_found",
+    errno.EEXIST: "exists",
+    errno.ENOTDIR: "not_a_directory",
+    errno.EISDIR: "is_a_directory",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+}
+
+
+class DaemonError(Exception):
+    """An error the host gets back as a reply (never a crash)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code if code in CODES else "internal"
+        self.message = message
+
+
+def from_oserror(exc: OSError) -> DaemonError:
+    code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
+    text = exc.strerror or str(exc)
+    if exc.filename is not None:
+        text = "%s: %s" % (text, exc.filename)
+    return DaemonError(code, text)
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+_KIND_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "a list", dict: "an object"}
+
+
+def get(args: Dict[str, Any], name: str, kind: type, default: Any = REQUIRED) -> Any:
+    """Return ``args[name]`` checked against ``kind``; null or absent means ``default``.
+
+    bool is refused where an int or float is expected (JSON true is not 1 here).
+    """
+    value = args.get(name)
+    if value is None:
+        if default is REQUIRED:
+            raise DaemonError("bad_request", "missing argument %r" % name)
+        return default
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, kind):
+        return value
+    raise DaemonError("bad_request", "argument %r must be %s" % (name, _KIND_NAMES.get(kind, kind.__name__)))
+
+
+def get_nonneg(args: Dict[str, Any], name: str, default: Any = REQUIRED, limit: int = 1 << 62) -> int:
+    value = get(args, name, int, default)
+    if value is not None and not 0 <= value <= limit:
+        raise DaemonError("bad_request", "argument %r must be between 0 and %d" % (name, limit))
+    return value  # type: ignore[no-any-return]
+
+
+def get_seconds(args: Dict[str, Any], name: str) -> Any:
+    """An optional duration in seconds: null/absent = none, else a finite number >= 0."""
+    value = get(args, name, float, None)
+    if value is not None and not 0 <= value < 1e9:
+        raise DaemonError("bad_request", "argument %r must be a duration in seconds" % name)
+    return value
+
+
+Reply = Tuple[Dict[str, Any], bytes]

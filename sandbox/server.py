@@ -1,0 +1,259 @@
+"""The daemon: request frames in on stdin, replies out on stdout, in any order.
+
+The main thread only reads and decodes frames; each request runs on a worker
+thread (an elastic pool: idle workers are reused, new ones started on demand,
+so a long-poll never starves other requests). Replies are written whole, one
+frame at a time, under a lock. Logs go to stderr; stdout carries frames only.
+"""
+
+import collections
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Deque, Dict, Tuple
+
+from . import __version__, fsops, procs, search
+from .errors import DaemonError, from_oserror
+from .protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
+
+# Re-exported so op modules and tests can import the error type from here too.
+__all__ = ["DaemonError", "Server", "build_ops", "main"]
+
+log = logging.getLogger("caisson")
+
+Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
+
+
+def build_ops() -> Dict[str, Handler]:
+    """Merge the op tables of all op modules; adding an op is one line in its module."""
+    ops: Dict[str, Handler] = {}
+    for module in (fsops, procs, search):
+        for name, handler in module.OPS.items():
+            if name in ops:
+                raise RuntimeError("op %r registered twice" % name)
+            ops[name] = handler
+    return ops
+
+
+class WorkerPool:
+    """Threads started on demand, reused while idle, gone after ``idle_seconds`` unused.
+
+    Unbounded on purpose: a fixed pool full of long-polls (task_read wait) could
+    deadlock against the request that would wake them. Idle threads expire
+    because threads count against the container's pids limit.
+    """
+
+    def __init__(self, idle_seconds: float = 30.0) -> None:
+        self._cond = threading.Condition()
+        self._jobs: Deque[Tuple[Callable[..., None], Tuple[Any, ...]]] = collections.deque()
+        self._idle = 0  # waiting workers not yet promised a job
+        self._idle_seconds = idle_seconds
+
+    def submit(self, func: Callable[..., None], *args: Any) -> None:
+        with self._cond:
+            if self._idle > 0:
+                self._idle -= 1
+                self._jobs.append((func, args))
+                self._cond.notify()
+                return
+        threading.Thread(target=self._work, args=((func, args),), name="caisson-op", daemon=True).start()
+
+    def _work(self, job: Tuple[Callable[..., None], Tuple[Any, ...]]) -> None:
+        while True:
+            func, args = job
+            try:
+                func(*args)
+            except BaseException:
+                log.exception("worker job failed")
+            del func, args, job  # drop request data while idle
+            with self._cond:
+                self._idle += 1
+                deadline = time.monotonic() + self._idle_seconds
+                while not self._jobs:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._idle -= 1
+                        return
+                    self._cond.wait(remaining)
+                job = self._jobs.popleft()
+
+
+def _scrub(value: Any) -> Any:
+    """Make strings UTF-8 encodable (lone surrogates from undecodable file names become U+FFFD)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _error(req_id: int, code: str, message: str) -> Dict[str, Any]:
+    return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
+
+
+class Server:
+    def __init__(self, in_fd: int, out_fd: int, ops: Dict[str, Handler]) -> None:
+        self.in_fd = in_fd
+        self.out_fd = out_fd
+        self.ops = ops
+        self.pool = WorkerPool()
+        self._write_lock = threading.Lock()
+        self._dead = False
+
+    def reply(self, header: Dict[str, Any], blob: bytes = b"") -> None:
+        try:
+            try:
+                frame = encode_frame(header, blob)
+            except UnicodeEncodeError:
+                frame = encode_frame(_scrub(header), blob)
+        except (TypeError, ValueError) as exc:
+            log.exception("unencodable reply")
+            frame = encode_frame(_error(header["id"], "internal", "unencodable reply: %s" % exc))
+        if len(frame) - 4 > DEFAULT_MAX_FRAME:
+            frame = encode_frame(_error(header["id"], "too_large", "reply of %d bytes exceeds the frame limit" % len(frame)))
+        view = memoryview(frame)
+        with self._write_lock:
+            if self._dead:
+                return
+            try:
+                while view:
+                    view = view[os.write(self.out_fd, view) :]
+            except OSError as exc:
+                # Nobody reads our replies any more: the host is gone.
+                self._dead = True
+                log.error("cannot write replies (%s); shutting down", exc)
+                shutdown(1)
+
+    def handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
+        out = b""
+        try:
+            handler = self.ops.get(op)
+            if handler is None:
+                raise DaemonError("bad_request", "unknown op %r" % op)
+            result, out = handler(args, blob)
+            header: Dict[str, Any] = {"id": req_id, "ok": True, "result": result}
+        except DaemonError as exc:
+            header = _error(req_id, exc.code, exc.message)
+        except OSError as exc:
+            err = from_oserror(exc)
+            header = _error(req_id, err.code, err.message)
+        except ValueError as exc:  # e.g. "embedded null byte" from the os module
+            header = _error(req_id, "bad_request", str(exc))
+        except Exception as exc:
+            log.exception("op %s failed", op)
+            header = _error(req_id, "internal", "%s: %s" % (type(exc).__name__, exc))
+        if not header.get("ok"):
+            out = b""
+        self.reply(header, out)
+
+    def serve(self) -> int:
+        """Read frames until EOF (0) or a malformed frame (2)."""
+        decoder = FrameDecoder()
+        while True:
+            try:
+                data = os.read(self.in_fd, 1 << 20)
+            except OSError as exc:
+                log.error("cannot read requests: %s", exc)
+                return 1
+            if not data:
+                log.info("stdin closed; exiting")
+                return 0
+            try:
+                frames = decoder.feed(data)
+            except ProtocolError as exc:
+                log.error("protocol error, giving up: %s", exc)
+                return 2
+            for header, blob in frames:
+                req_id = header.get("id")
+                if not isinstance(req_id, int) or isinstance(req_id, bool):
+                    log.error("protocol error, giving up: request without an integer id")
+                    return 2
+                op = header.get("op")
+                args = header.get("args")
+                if args is None:
+                    args = {}
+                if not isinstance(op, str) or not isinstance(args, dict):
+                    self.reply(_error(req_id, "bad_request", "a request needs a string op and object args"))
+                    continue
+                try:
+                    self.pool.submit(self.handle, req_id, op, args, blob)
+                except RuntimeError:
+                    # Cannot start a thread (pids limit): serve it here rather than drop it.
+                    self.handle(req_id, op, args, blob)
+
+
+_shutdown_lock = threading.Lock()
+
+
+def shutdown(code: int) -> None:
+    """Kill every process we started (and their orphans), drop staging files, exit."""
+    with _shutdown_lock:
+        try:
+            killed = procs.shutdown()
+            fsops.discard_uploads()
+            log.info("exit %d (killed %d processes)", code, killed)
+        except BaseException:
+            log.exception("shutdown failed")
+        finally:
+            logging.shutdown()
+            os._exit(code)
+
+
+def _prepare_workspace() -> None:
+    workspace = procs.config.workspace
+    if os.path.isdir(workspace):
+        return
+    try:
+        os.makedirs(workspace, 0o755, exist_ok=True)
+        if os.geteuid() == 0:
+            agent = procs.agent_identity()
+            os.chown(workspace, agent.uid, agent.gid)
+    except OSError as exc:
+        log.warning("cannot create workspace %s: %s", workspace, exc)
+
+
+def main() -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("CAISSON_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s caisson-sandbox[%(process)d] %(levelname)s %(message)s",
+    )
+    # Frames own the original stdin/stdout: keep private copies and point fds 0
+    # and 1 elsewhere, so no stray print or library write can corrupt the stream.
+    in_fd = os.dup(0)
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+
+    procs.configure(
+        os.environ.get("CAISSON_AGENT_USER") or "agent",
+        os.environ.get("CAISSON_WORKSPACE") or "/workspace",
+    )
+    if not procs.set_subreaper():
+        log.warning("cannot become a child subreaper; detached processes escape to init")
+    _prepare_workspace()
+    procs.start()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda num, frame: shutdown(128 + num))
+
+    ops = build_ops()
+    log.info(
+        "caisson sandbox %s (protocol %d) pid %d uid %d, agent user %s, workspace %s, %d ops",
+        __version__,
+        PROTOCOL_VERSION,
+        os.getpid(),
+        os.getuid(),
+        procs.config.agent_user,
+        procs.config.workspace,
+        len(ops),
+    )
+    code = Server(in_fd, out_fd, ops).serve()
+    shutdown(code)
+    return code

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by the README's two commands: virtual environment,
+# Docker engine, sandbox image. A second run with nothing changed is a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { printf '[caisson setup] %s\n' "$*" >&2; }
+
+VENV=${CAISSON_VENV:-.venv}
+stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  log "creating virtual environment in $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+docker_ok() { timeout 5 docker info >/dev/null 2>&1; }
+if ! docker_ok; then
+  if ! command -v dockerd >/dev/null 2>&1; then
+    log "installing Debian's docker.io"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq docker.io runsc >/dev/null
+  fi
+  if ! command -v runsc >/dev/null 2>&1; then
+    log "installing gVisor (runsc) for sessions that ask for it"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null || log "runsc unavailable; gVisor sessions will fail"
+  fi
+  if ! docker_ok; then
+    log "starting dockerd in the background (log: /var/log/caisson-dockerd.log)"
+    # images/dockerd.json: no iptables (sandboxes use network none; nested machines may lack
+    # it) and gVisor registered as the runtime "runsc".
+    nohup dockerd --config-file "$PWD/images/dockerd.json" >/var/log/caisson-dockerd.log 2>&1 &
+    for _ in $(seq 1 60); do docker_ok && break; sleep 0.5; done
+    docker_ok || { log "dockerd did not come up; see /var/log/caisson-dockerd.log"; exit 1; }
+  fi
+fi
+if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
+  log "installing debootstrap (needed to build the base image offline)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq debootstrap >/dev/null
+fi
+"$VENV/bin/caisson" image build >/dev/null

@@ -1,0 +1,37 @@
+"""Shared fixtures. Integration tests use the real Docker engine: when it is missing
+they fail (the Runtime raises DockerUnavailable); they never skip."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runtime import Runtime, Session
+from runtime.config import RuntimeConfig
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+async def rt(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
+    state = tmp_path_factory.mktemp("caisson-state")
+    async with Runtime(RuntimeConfig(state_dir=str(state))) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+async def session(rt: Runtime) -> AsyncIterator[Session]:
+    """A fresh session per test."""
+    async with rt.session() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+async def shared_session(rt: Runtime) -> AsyncIterator[Session]:
+    """One session for a whole module, for tests that do not disturb each other."""
+    async with rt.session() as s:
+        yield s

@@ -1,0 +1,117 @@
+"""Nothing leaks: closed sessions, killed controllers, expired TTLs; and re-attach."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import anyio
+import docker.errors
+import pytest
+
+from runtime import Runtime, RuntimeConfig, SessionError
+from runtime.docker_backend import LABEL_SESSION
+
+pytestmark = pytest.mark.anyio
+
+
+def _exists(rt: Runtime, container_id: str) -> bool:
+    try:
+        rt.client.containers.get(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+async def test_closing_a_session_removes_its_container(rt: Runtime) -> None:
+    async with rt.session() as s:
+        cid = s.container_id
+        assert _exists(rt, cid)
+        labels = rt.client.containers.get(cid).labels
+        assert labels[LABEL_SESSION] == s.id and "caisson.expires" in labels and "caisson.owner" in labels
+    assert not _exists(rt, cid)
+
+
+async def test_session_closes_even_when_the_body_raises(rt: Runtime) -> None:
+    with pytest.raises(RuntimeError):
+        async with rt.session() as s:
+            cid = s.container_id
+            raise RuntimeError("agent crashed")
+    assert not _exists(rt, cid)
+
+
+CONTROLLER = textwrap.dedent(
+    """
+    import anyio, sys
+    from runtime import Runtime
+    async def main():
+        async with Runtime() as rt:
+            s = await rt.open_session()
+            print(s.container_id, flush=True)
+            await anyio.sleep(600)
+    anyio.run(main)
+    """
+)
+
+
+async def test_sigkilled_controller_leaves_nothing_after_gc(rt: Runtime, tmp_path: object) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "CAISSON_STATE_DIR": str(tmp_path)},
+    )
+    assert proc.stdout is not None
+    cid = proc.stdout.readline().strip()
+    assert cid and _exists(rt, cid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _exists(rt, cid)  # the controller died without cleaning up
+    reaped = await rt.gc()
+    assert any(cid.startswith(r.container) for r in reaped)
+    assert not _exists(rt, cid)
+
+
+async def test_next_runtime_reaps_expired_sessions(rt: Runtime, tmp_path: object) -> None:
+    s = await rt.open_session(ttl=1, idle_timeout=None)
+    cid = s.container_id
+    await anyio.sleep(1.5)
+    async with Runtime(RuntimeConfig(state_dir=str(tmp_path))):
+        pass
+    assert not _exists(rt, cid)
+    await s.close()
+
+
+async def test_reattach_after_controller_restart_keeps_task_output(rt: Runtime, tmp_path: object) -> None:
+    first = Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False))
+    await first.__aenter__()
+    s = await first.open_session()
+    task = await s.spawn("for i in 1 2 3; do echo $i; done; sleep 60")
+    await anyio.sleep(0.5)
+    # The controller goes away without closing the session (a restart).
+    await s.channel.aclose()
+    first._sessions.clear()
+    await first.__aexit__(None, None, None)
+
+    again = await rt.reattach(s.id)
+    try:
+        out = await again.task_read(task.task_id, wait=2)
+        assert out.stdout == "1\n2\n3\n" and out.running
+    finally:
+        await again.close()
+    assert not _exists(rt, s.container_id)
+    with pytest.raises(SessionError):
+        await rt.reattach(s.id)
+
+
+async def test_idle_session_stops_itself(rt: Runtime) -> None:
+    s = await rt.open_session(idle_timeout=1)
+    try:
+        deadline = time.monotonic() + 20
+        while _exists(rt, s.container_id) and time.monotonic() < deadline:
+            await anyio.sleep(0.5)
+        assert not _exists(rt, s.container_id)
+    finally:
+        await s.close()
