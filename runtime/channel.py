@@ -148,5 +148,7 @@ class Channel:
         raise DaemonProtocolError(f"daemon of session {self.name} sent a malformed reply to {op}")
 
     async def aclose(self) -> None:
-        self._fail(SessionError(f"session {self.name} is closed"))
+        # A deliberate close is not a failure worth a warning.
+        self._failure = self._failure or SessionError(f"session {self.name} is closed")
+        self._fail(self._failure)
         await self._transport.aclose()

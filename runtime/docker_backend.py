@@ -89,6 +89,9 @@ def create_container(
             image=image,
             command=["python3", "-m", "sandbox"],
             stdin_open=True,
+            # detach=True keeps StdinOnce off: a controller that disconnects must not close
+            # the daemon's stdin, or a restarted controller could not re-attach.
+            detach=True,
             tty=False,
             user="0",
             working_dir="/",

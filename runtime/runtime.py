@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -17,12 +17,13 @@ from runtime import docker_backend, gc
 from runtime.attach import open_attach
 from runtime.channel import Channel
 from runtime.config import RuntimeConfig, SessionConfig
-from runtime.dispatch import Dispatcher
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
 from runtime.models import DaemonInfo
-from runtime.policy import ApprovalHandler, AuditLog, Policy
 from runtime.session import Session, new_session_id
-from runtime.tools.interaction import InteractionHandler
+
+if TYPE_CHECKING:
+    from runtime.policy import ApprovalHandler, AuditLog, Policy
+    from runtime.tools.interaction import InteractionHandler
 
 log = structlog.get_logger("caisson.runtime")
 
@@ -39,6 +40,7 @@ class Runtime:
         self._sessions: dict[str, Session] = {}
         self._starting: set[str] = set()
         self._audit: AuditLog | None = None
+        self._state = Path(self.config.state_dir)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -50,7 +52,9 @@ class Runtime:
     def audit(self) -> AuditLog:
         """The audit log of every tool call made through this runtime's sessions."""
         if self._audit is None:
-            raise CaissonError("the Runtime is not open: use `async with Runtime() as rt`")
+            from runtime.policy import AuditLog
+
+            self._audit = AuditLog(self._state / "audit.jsonl", self._state / "audit.sqlite")
         return self._audit
 
     @property
@@ -59,9 +63,7 @@ class Runtime:
 
     async def __aenter__(self) -> Runtime:
         self._client = await anyio.to_thread.run_sync(docker_backend.connect, self.config.docker_host)
-        state = Path(self.config.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
-        self._audit = AuditLog(state / "audit.jsonl", state / "audit.sqlite")
+        self._state.mkdir(parents=True, exist_ok=True)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         if self.config.gc_on_start:
@@ -180,6 +182,11 @@ class Runtime:
         if version < MIN_DAEMON_PYTHON:
             await session.close()
             raise ImageError(f"image {cfg.image} has Python {info.python}; the daemon needs >= 3.8")
+        # The tool layer (policy, audit, profiles) loads with the first session, not at
+        # import: the primitives need none of it.
+        from runtime.dispatch import Dispatcher
+        from runtime.policy import Policy
+
         session.interaction_handler = interaction_handler
         session.dispatcher = Dispatcher.create(
             session, policy=policy or Policy.from_env(), audit=self.audit, approval_handler=approval_handler

@@ -302,6 +302,13 @@ class Session:
         assert self.dispatcher is not None, "session was not opened through a Runtime"
         return await self.dispatcher.call(self, tool, args or {})
 
+    def tools(self, format: str = "json_schema") -> list[dict[str, Any]]:
+        """This session's tools as ``openai``, ``anthropic``, ``mcp`` or ``json_schema`` definitions."""
+        from runtime.profiles import get_profile  # imported here: profiles import every tool module
+        from runtime.profiles.export import export_tools
+
+        return export_tools(get_profile(self.config.profile), format)
+
     # ---- lifecycle ------------------------------------------------------------------
 
     @property

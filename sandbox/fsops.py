@@ -20,10 +20,12 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tu
 
 from . import __version__
 from .errors import DaemonError, Reply, get, get_nonneg
-from .protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION
+from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION
 
 # Largest blob a reply may carry: the frame limit minus room for the header.
 MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
+# Budget for the JSON of a listing in a reply header (the rest of the header is small).
+MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
 # An ignore file larger than this is not a real ignore file; do not ship it.
 MAX_IGNORE_FILE = 1024 * 1024
 # Staging files of uploads that saw no chunk for this long are deleted.
@@ -459,8 +461,12 @@ def discard_uploads() -> None:
 def op_list(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
     entries = []
+    budget = MAX_LISTING
     with os.scandir(path) as it:
         for entry in it:
+            budget -= 160 + 3 * len(entry.name)  # generous JSON size of one entry
+            if budget < 0:
+                raise DaemonError("too_large", "directory has too many entries to list: %s" % path)
             try:
                 st = entry.stat(follow_symlinks=False)
                 target = os.readlink(entry.path) if stat.S_ISLNK(st.st_mode) else None
@@ -508,6 +514,7 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
     entries: List[Dict[str, Any]] = []
     ignore: Dict[str, str] = {}
     truncated = False
+    budget = MAX_LISTING
     stack = [""]  # relative directories still to scan
     types = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
     while stack and not truncated:
@@ -529,7 +536,10 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
                         found[name] = content
             if not include_hidden and name[0] == ".":
                 continue
-            if len(entries) >= max_entries:
+            path = prefix + name
+            # Estimated JSON size of the entry (3 bytes per char covers UTF-8 and most escapes).
+            budget -= 72 + (len(path) if path.isascii() else 3 * len(path))
+            if len(entries) >= max_entries or budget < 0:
                 truncated = True
                 break
             try:
@@ -537,11 +547,12 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
             except OSError:
                 continue
             kind = types.get(stat.S_IFMT(st.st_mode), "other")
-            entries.append({"path": prefix + name, "type": kind, "size": st.st_size, "mtime": st.st_mtime})
+            entries.append({"path": path, "type": kind, "size": st.st_size, "mtime": st.st_mtime})
             if kind == "dir":
-                subdirs.append(prefix + name)
+                subdirs.append(path)
         if found:
-            ignore[rel] = "\n".join(found[name] for name in ignore_files if name in found)
+            content = ignore[rel] = "\n".join(found[name] for name in ignore_files if name in found)
+            budget -= 16 + 2 * len(content) + 3 * len(rel)
         stack.extend(reversed(subdirs))  # pop() then visits them in name order
     return {"entries": entries, "ignore": ignore, "truncated": truncated}, b""
 

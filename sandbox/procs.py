@@ -370,21 +370,21 @@ class IOLoop:
             except Exception:
                 log.exception("timer failed")
 
-    def _read(self, fd: int, proc: Proc, stream: Stream) -> bool:
-        """One read; returns False at EOF (the stream is then closed)."""
+    def _read(self, fd: int, proc: Proc, stream: Stream) -> int:
+        """One read; returns the bytes read, 0 if none are ready, -1 at EOF (then the stream is closed)."""
         try:
             data = os.read(fd, READ_SIZE)
         except BlockingIOError:
-            return True
+            return 0
         except OSError:
             data = b""
         if data:
             with proc.cond:
                 stream.feed(data)
                 proc.cond.notify_all()
-            return True
+            return len(data)
         self._close(fd, proc, stream)
-        return False
+        return -1
 
     def _close(self, fd: int, proc: Proc, stream: Stream) -> None:
         with self._lock:
@@ -407,8 +407,11 @@ class IOLoop:
             if fd < 0:
                 continue
             budget = DRAIN_LIMIT
-            while budget > 0 and self._read(fd, proc, stream):
-                budget -= READ_SIZE
+            while budget > 0:
+                got = self._read(fd, proc, stream)
+                if got <= 0:
+                    break
+                budget -= got
             if stream.fd >= 0:
                 self._close(fd, proc, stream)
 
@@ -440,6 +443,12 @@ class ProcessTable:
         else:
             in_r, in_w = subprocess.DEVNULL, -1
         child_ends = [out_w, err_w] + ([in_r] if stdin_pipe else [])
+        os.set_blocking(out_r, False)
+        os.set_blocking(err_r, False)
+        # Set before the fork: the reaper may see the exit before this thread runs
+        # again, and must know the pipes are still to be read.
+        proc.out.fd = out_r
+        proc.err.fd = err_r
         try:
             with self.spawn_lock:
                 proc.t0 = time.monotonic()
@@ -464,14 +473,11 @@ class ProcessTable:
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
+            proc.out.fd = proc.err.fd = -1
             raise
         finally:
             for fd in child_ends:
                 os.close(fd)
-        os.set_blocking(out_r, False)
-        os.set_blocking(err_r, False)
-        proc.out.fd = out_r
-        proc.err.fd = err_r
         proc.stdin_fd = in_w
         self.loop.add(proc)
         if timeout is not None:

@@ -29,7 +29,8 @@ PREFIX_SIZE = 4
 
 # Defaults; each side may configure tighter limits.
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
-DEFAULT_MAX_HEADER = 1024 * 1024
+# A walk of a large tree (~20,000+ entries at ~75 bytes each) is a header of several MiB.
+DEFAULT_MAX_HEADER = 16 * 1024 * 1024
 # Deeply nested JSON can exhaust the stack of a decoder; no legitimate header nests deeper.
 MAX_JSON_DEPTH = 32
 

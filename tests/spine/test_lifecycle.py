@@ -46,8 +46,9 @@ async def test_session_closes_even_when_the_body_raises(rt: Runtime) -> None:
 
 CONTROLLER = textwrap.dedent(
     """
-    import anyio, sys
-    from runtime import Runtime
+    import anyio
+    from runtime import Runtime, logs
+    logs.configure()  # logs to stderr; stdout carries only the container id
     async def main():
         async with Runtime() as rt:
             s = await rt.open_session()
