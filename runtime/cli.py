@@ -63,6 +63,46 @@ def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     return run()
 
 
+def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.replay import replay_file
+
+    async def run() -> None:
+        async for line in replay_file(args.file, profile=args.profile, approve_all=args.approve_all):
+            _out(line)
+
+    return run()
+
+
+def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.profiles import get_profile
+    from runtime.profiles.export import export_tools
+
+    async def run() -> None:
+        _json(export_tools(get_profile(args.profile), args.format))
+
+    return run()
+
+
+def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.profiles import get_profile
+    from runtime.profiles.export import prompt_section
+
+    async def run() -> None:
+        _out(prompt_section(get_profile(args.profile)))
+
+    return run()
+
+
+def cmd_audit(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.audit_cli import show_audit
+
+    async def run() -> None:
+        for line in show_audit(args):
+            _out(line)
+
+    return run()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="caisson", description="Sandboxed execution runtime for AI agents")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -83,6 +123,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--iterations", type=int, default=200)
     bench.add_argument("--only", action="append", help="run only these groups (repeatable)")
     bench.set_defaults(fn=cmd_bench)
+
+    replay = sub.add_parser("replay", help="run a JSON-lines file of tool calls in one fresh session")
+    replay.add_argument("file", help='one {"tool": ..., "args": {...}} per line; - for standard input')
+    replay.add_argument("--profile", default="caisson")
+    replay.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
+    replay.set_defaults(fn=cmd_replay)
+
+    tools = sub.add_parser("tools", help="export a profile's tool definitions")
+    tools.add_argument("--profile", default="caisson")
+    tools.add_argument("--format", default="json_schema", choices=["openai", "anthropic", "mcp", "json_schema"])
+    tools.set_defaults(fn=cmd_tools)
+
+    prompt = sub.add_parser("prompt", help="print the tools section of a system prompt for a profile")
+    prompt.add_argument("--profile", default="caisson")
+    prompt.set_defaults(fn=cmd_prompt)
+
+    audit = sub.add_parser("audit", help="list audit events (JSON lines)")
+    audit.add_argument("--session")
+    audit.add_argument("--tool")
+    audit.add_argument("--decision", help="allow, warn, approved or denied")
+    audit.add_argument("--since", help="ISO time, or an age such as 10m, 2h, 1d")
+    audit.add_argument("--limit", type=int, default=100)
+    audit.set_defaults(fn=cmd_audit)
     return parser
 
 

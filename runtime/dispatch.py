@@ -5,7 +5,6 @@ read-only `stat` to resolve the real path of a path argument)."""
 from __future__ import annotations
 
 import inspect
-import json
 import posixpath
 import time
 import uuid
@@ -22,9 +21,11 @@ from runtime.policy import (
     CallRequest,
     Decision,
     GrantStore,
+    Level,
     Policy,
     PolicyEngine,
     ResolvedPath,
+    canonical_json,
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
@@ -91,14 +92,16 @@ class Dispatcher:
         return ResolvedPath(requested=lexical, resolved=lexical)
 
     async def call(self, session: Session, name: str, raw_args: dict[str, Any]) -> ToolResult:
-        call_id = "c-" + uuid.uuid4().hex[:12]
         started = time.perf_counter()
-        bytes_in = len(json.dumps(raw_args, default=str))
+        request = CallRequest(
+            tenant=self.tenant, session_id=session.id, call_id="c-" + uuid.uuid4().hex[:12], tool=name,
+            tool_alias=name, args=raw_args,
+        )
         ptool = self.profile.lookup(name)
         if ptool is None:
             available = ", ".join(sorted(self.profile.tools))
             result = ToolResult.failure("unknown_tool", f"unknown tool {name!r}; this session offers: {available}")
-            return self._finish(session, call_id, name, None, raw_args, None, result, started, bytes_in)
+            return self._finish(request, None, result, started)
         try:
             args = ptool.input_model.model_validate(raw_args)
             canonical_args = ptool.to_canonical(args, session)
@@ -106,32 +109,27 @@ class Dispatcher:
                 canonical_args = await canonical_args
         except ValidationError as exc:
             result = ToolResult.failure("invalid_arguments", validation_message(ptool.name, exc))
-            return self._finish(session, call_id, name, ptool, raw_args, None, result, started, bytes_in)
+            return self._finish(request, ptool, result, started)
         except ToolError as exc:
-            result = ToolResult.failure(exc.code, exc.message, exc.data)
-            return self._finish(session, call_id, name, ptool, raw_args, None, result, started, bytes_in)
+            return self._finish(request, ptool, ToolResult.failure(exc.code, exc.message, exc.data), started)
 
         canonical = ptool.canonical
-        paths = [await self._resolve(session, p) for p in canonical.paths(canonical_args) if p]
-        request = CallRequest(
-            tenant=self.tenant,
-            session_id=session.id,
-            call_id=call_id,
-            tool=canonical.name,
-            tool_alias=ptool.name,
-            level=ptool.effective_level,
-            args=raw_args,
-            paths=paths,
-            command=canonical.command(canonical_args),
-            access=canonical.access if canonical.access != "none" else "read",
+        request = request.model_copy(
+            update={
+                "tool": canonical.name,
+                "level": ptool.effective_level,
+                "paths": [await self._resolve(session, p) for p in canonical.paths(canonical_args) if p],
+                "command": canonical.command(canonical_args),
+                "cwd": session.cwd,
+                "access": canonical.access if canonical.access != "none" else "read",
+            }
         )
         decision = await self.engine.decide(request)
-        if not decision.allowed:
-            result = ToolResult.failure("permission_denied", decision.message)
-        else:
+        if decision.allowed:
             result = await self._run(session, ptool, canonical_args)
-        result = ptool.present(result, args)
-        return self._finish(session, call_id, name, ptool, raw_args, decision, result, started, bytes_in)
+        else:
+            result = ToolResult.failure("permission_denied", decision.message)
+        return self._finish(request, ptool, ptool.present(result, args), started, decision)
 
     async def _run(self, session: Session, ptool: ProfileTool, args: BaseModel) -> ToolResult:
         try:
@@ -145,34 +143,31 @@ class Dispatcher:
 
     def _finish(
         self,
-        session: Session,
-        call_id: str,
-        name: str,
+        request: CallRequest,
         ptool: ProfileTool | None,
-        raw_args: dict[str, Any],
-        decision: Decision | None,
         result: ToolResult,
         started: float,
-        bytes_in: int,
+        decision: Decision | None = None,
     ) -> ToolResult:
-        result.tool = ptool.name if ptool else name
-        result.call_id = call_id
-        result.level = decision.level if decision else (ptool.effective_level if ptool else None)
+        level = decision.level if decision else (ptool.effective_level if ptool else Level.SAFE)
+        result.tool = ptool.name if ptool else request.tool
+        result.call_id = request.call_id
+        result.level = level
         result.decision = decision.outcome if decision else None
-        self.audit.record(
-            AuditEvent.for_call(
-                tenant=self.tenant,
-                session_id=session.id,
-                call_id=call_id,
-                tool=ptool.canonical.name if ptool else name,
-                tool_alias=name,
-                args=raw_args,
-                decision=decision,
-                ok=result.ok,
-                error=result.error.code if result.error else None,
-                duration_ms=(time.perf_counter() - started) * 1000,
-                bytes_in=bytes_in,
-                bytes_out=len(result.text),
-            )
+        duration_ms = (time.perf_counter() - started) * 1000
+        bytes_in = len(canonical_json(request.args))
+        if decision is None:
+            # Refused before the policy: unknown tool or invalid arguments. Nothing ran.
+            decision = Decision(allowed=False, outcome="denied", level=level, message=result.text)
+        event = AuditEvent.for_call(
+            request,
+            decision,
+            outcome=("ok" if result.ok else (result.error.code if result.error else "error"))
+            if decision.allowed else "denied",
+            duration_ms=duration_ms,
+            bytes_in=bytes_in,
+            bytes_out=len(result.text.encode()),
+            message=None if result.ok else result.text[:500],
         )
+        self.audit.record(event, args=request.args)
         return result

@@ -191,7 +191,7 @@ class Runtime:
         session.dispatcher = Dispatcher.create(
             session, policy=policy or Policy.from_env(), audit=self.audit, approval_handler=approval_handler
         )
-        log.info("session ready", session=session_id, container=container_id[:12], image=cfg.image or "default")
+        log.debug("session ready", session=session_id, container=container_id[:12], image=cfg.image or "default")
         return session
 
     async def _first_ping(self, session: Session) -> DaemonInfo:
@@ -213,4 +213,4 @@ class Runtime:
         self._sessions.pop(session.id, None)
         if self._client is not None:
             await anyio.to_thread.run_sync(docker_backend.remove_container, self.client, session.container_id)
-        log.info("session closed", session=session.id)
+        log.debug("session closed", session=session.id)

@@ -47,6 +47,16 @@ class UserInfo(NamedTuple):
 
 
 _user_cache: Dict[Any, UserInfo] = {}
+# The configured agent user resolves even without a passwd entry (many images have
+# none): to uid/gid FALLBACK_UID, with the workspace as home. Set by procs.configure.
+FALLBACK_UID = 1000
+_agent: Dict[str, str] = {"name": "agent", "home": "/"}
+
+
+def configure_agent(name: str, home: str) -> None:
+    _agent["name"] = name
+    _agent["home"] = home
+    _user_cache.clear()
 
 
 def _from_pw(pw: Any) -> UserInfo:
@@ -81,7 +91,10 @@ def resolve_user(spec: Any) -> UserInfo:
         try:
             info = _from_pw(pwd.getpwnam(spec))
         except KeyError:
-            raise DaemonError("bad_request", "no such user: %s" % spec) from None
+            if spec != _agent["name"]:
+                raise DaemonError("bad_request", "no such user: %s" % spec) from None
+            uid = FALLBACK_UID
+            return UserInfo(spec, uid, uid, _agent["home"], "/bin/sh", (uid,))  # not cached: useradd may come
     _user_cache[spec] = info
     return info
 

@@ -32,7 +32,7 @@ import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
-from .fsops import MAX_BLOB, UserInfo, resolve_user
+from .fsops import MAX_BLOB, UserInfo, configure_agent, resolve_user
 
 log = logging.getLogger("caisson.procs")
 
@@ -46,7 +46,6 @@ DRAIN_LIMIT = 4 * 1024 * 1024
 DEFAULT_EXEC_CAP = 1024 * 1024
 DEFAULT_OUTPUT_MAX = 8 * 1024 * 1024
 MAX_OUTPUT_MAX = 1024 * 1024 * 1024
-FALLBACK_UID = 1000
 
 
 def _bind_prctl() -> Optional[Callable[..., int]]:
@@ -76,8 +75,10 @@ def set_subreaper() -> bool:
 
 
 class _Config:
-    agent_user = os.environ.get("CAISSON_AGENT_USER") or "agent"
-    workspace = os.environ.get("CAISSON_WORKSPACE") or "/workspace"
+    """Set by configure() at daemon start (from CAISSON_AGENT_USER, CAISSON_WORKSPACE)."""
+
+    agent_user = "agent"
+    workspace = "/workspace"
     shell = shutil.which("bash") or "/bin/sh"
 
 
@@ -88,15 +89,13 @@ def configure(agent_user: str, workspace: str) -> None:
     config.agent_user = agent_user
     config.workspace = workspace
     config.shell = shutil.which("bash") or "/bin/sh"
+    configure_agent(agent_user, workspace)
     _env_cache.clear()
 
 
 def agent_identity() -> UserInfo:
     """The configured agent user; without a passwd entry, uid/gid 1000 (as images commonly use)."""
-    try:
-        return resolve_user(config.agent_user)
-    except DaemonError:
-        return UserInfo(config.agent_user, FALLBACK_UID, FALLBACK_UID, config.workspace, "/bin/sh", (FALLBACK_UID,))
+    return resolve_user(config.agent_user)
 
 
 _env_cache: Dict[int, Dict[str, str]] = {}
@@ -104,10 +103,23 @@ _env_cache: Dict[int, Dict[str, str]] = {}
 _ENV_DROP = ("PWD", "OLDPWD", "SHLVL", "_")
 
 
+# Where this package was imported from: the host puts it on PYTHONPATH to start us,
+# but agent code must not import our ``sandbox`` in place of its own.
+_OWN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _without_own_path(pythonpath: str) -> str:
+    return os.pathsep.join(p for p in pythonpath.split(os.pathsep) if p and os.path.abspath(p) != _OWN_PARENT)
+
+
 def _base_env(user: UserInfo) -> Dict[str, str]:
     env = _env_cache.get(user.uid)
     if env is None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAISSON_") and k not in _ENV_DROP}
+        if "PYTHONPATH" in env:
+            env["PYTHONPATH"] = _without_own_path(env["PYTHONPATH"])
+            if not env["PYTHONPATH"]:
+                del env["PYTHONPATH"]
         env["HOME"] = user.home
         env["USER"] = user.name
         env["LOGNAME"] = user.name
@@ -253,6 +265,7 @@ class Proc:
         self.ended: Optional[float] = None
         self.t0 = time.monotonic()
         self.exit_t: Optional[float] = None
+        self.timer: Optional[List[Any]] = None  # pending timeout, see IOLoop.call_at
 
     def status(self) -> Dict[str, Any]:
         """Caller holds ``cond``."""
@@ -269,15 +282,17 @@ class Proc:
             return
         self.finished = True
         self.cond.notify_all()
-        if self.stdin_fd >= 0:
-            # A writer blocked in task_write holds the lock; it closes stdin when it returns.
-            if self.stdin_lock.acquire(blocking=False):
-                try:
-                    self.close_stdin_locked()
-                finally:
-                    self.stdin_lock.release()
-            else:
-                self.stdin_close_pending = True
+        if self.timer is not None:
+            self.timer[2] = None  # cancel the timeout
+            self.timer = None
+        # Flag first: a writer blocked in task_write holds the lock and closes stdin
+        # when it returns; otherwise close it here.
+        self.stdin_close_pending = True
+        if self.stdin_lock.acquire(blocking=False):
+            try:
+                self.close_stdin_locked()
+            finally:
+                self.stdin_lock.release()
 
     def close_stdin_locked(self) -> None:
         """Caller holds ``stdin_lock``."""
@@ -289,24 +304,28 @@ class Proc:
             self.stdin_fd = -1
 
     def write_stdin(self, data: bytes, close: bool) -> int:
-        """Blocking write of all of ``data``; BrokenPipeError when the reader is gone."""
-        with self.stdin_lock:
-            if self.stdin_fd < 0:
-                if not data:
-                    return 0
-                raise DaemonError("bad_request", "stdin is closed")
-            written = 0
-            try:
-                view = memoryview(data)
-                while written < len(data):
-                    written += os.write(self.stdin_fd, view[written:])
-            except BrokenPipeError:
-                self.close_stdin_locked()
-                raise DaemonError("io_error", "the process closed its stdin after %d bytes" % written) from None
-            finally:
-                if close or self.stdin_close_pending:
+        """Blocking write of all of ``data``; io_error when the reader is gone."""
+        try:
+            with self.stdin_lock:
+                if self.stdin_fd < 0:
+                    if not data:
+                        return 0
+                    raise DaemonError("bad_request", "stdin is closed")
+                written = 0
+                try:
+                    view = memoryview(data)
+                    while written < len(data):
+                        written += os.write(self.stdin_fd, view[written:])
+                except BrokenPipeError:
+                    raise DaemonError("io_error", "the process closed its stdin after %d bytes" % written) from None
+                finally:
+                    if close or self.stdin_close_pending:
+                        self.close_stdin_locked()
+                return written
+        finally:
+            if self.stdin_close_pending and self.stdin_fd >= 0:
+                with self.stdin_lock:  # finish_locked found us writing and left it to us
                     self.close_stdin_locked()
-            return written
 
 
 class IOLoop:
@@ -316,7 +335,7 @@ class IOLoop:
         self._ep = select.epoll()
         self._lock = threading.Lock()
         self._streams: Dict[int, Tuple[Proc, Stream]] = {}
-        self._timers: List[Tuple[float, int, Callable[[], None]]] = []
+        self._timers: List[List[Any]] = []  # [when, seq, callback or None]
         self._seq = itertools.count()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -331,13 +350,20 @@ class IOLoop:
                 self._streams[stream.fd] = (proc, stream)
             self._ep.register(stream.fd, select.EPOLLIN)
 
-    def call_at(self, when: float, func: Callable[[], None]) -> None:
+    def call_at(self, when: float, func: Callable[[], None]) -> List[Any]:
+        """Run ``func`` in the loop thread at monotonic time ``when``.
+
+        Returns the timer; setting its item 2 to None cancels it (and drops the
+        references the callback holds, e.g. a finished process's output).
+        """
+        timer: List[Any] = [when, next(self._seq), func]
         with self._lock:
-            heapq.heappush(self._timers, (when, next(self._seq), func))
+            heapq.heappush(self._timers, timer)
         try:
             os.write(self._wake_w, b"\0")
         except BlockingIOError:
             pass  # already plenty of wake-ups pending
+        return timer
 
     def _run(self) -> None:
         while True:
@@ -365,6 +391,8 @@ class IOLoop:
                 if not self._timers or self._timers[0][0] > now:
                     break
                 func = heapq.heappop(self._timers)[2]
+            if func is None:
+                continue  # cancelled
             try:
                 func()
             except Exception:
@@ -467,21 +495,31 @@ class ProcessTable:
                 )
                 proc.popen = popen
                 proc.pid = popen.pid
+                proc.stdin_fd = in_w
                 self.live[popen.pid] = proc
+                # Registered before the reaper (which needs this lock) can report the
+                # exit, so the grace timer never sees pipes the loop does not know.
+                self.loop.add(proc)
                 self._have_children.set()
-        except BaseException:
+        except BaseException as exc:
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
             proc.out.fd = proc.err.fd = -1
+            if isinstance(exc, subprocess.SubprocessError):
+                # Only setgroups/setgid/setuid can fail in the child (e.g. no CAP_SETUID).
+                raise DaemonError("permission_denied", "cannot run as user %s (uid %d)" % (spec.user.name, spec.user.uid)) from None
             raise
         finally:
             for fd in child_ends:
                 os.close(fd)
-        proc.stdin_fd = in_w
-        self.loop.add(proc)
         if timeout is not None:
-            self.loop.call_at(proc.t0 + timeout, lambda: self._timed_out(proc))
+            timer = self.loop.call_at(proc.t0 + timeout, lambda: self._timed_out(proc))
+            with proc.cond:
+                if proc.finished:
+                    timer[2] = None
+                else:
+                    proc.timer = timer
 
     # -- reaping
 
@@ -708,7 +746,10 @@ def op_spawn(args: Dict[str, Any], blob: bytes) -> Reply:
     tbl.start(proc, stdin_pipe=keep_stdin or bool(blob), timeout=timeout)
     task_id = tbl.add_task(proc)
     if blob:
-        proc.write_stdin(blob, close=not keep_stdin)
+        try:
+            proc.write_stdin(blob, close=not keep_stdin)
+        except DaemonError:
+            pass  # exited without reading it all: the task (and its output) still exists
     return {"task_id": task_id, "pid": proc.pid}, b""
 
 

@@ -1,9 +1,492 @@
-"""Search ops (grep and file search: ripgrep when the image has it, else a
-pure-Python fallback with identical results) register their handlers here.
+"""The ``grep`` op: content search with ripgrep when the image has it, else pure Python.
 
-Each handler is ``handler(args: dict, blob: bytes) -> (result: dict, blob: bytes)``
-and raises ``sandbox.errors.DaemonError`` for errors; the server merges this
-``OPS`` table with those of ``fsops`` and ``procs``.
+Both engines give the same results for the same query:
+
+* ripgrep walks ``root`` itself (.gitignore, hidden files, ``--glob`` overrides); the Python
+  engine searches the explicit file list the host computed with the same rules and sent in
+  the blob (relative paths, NUL-separated). A list sent to ripgrep is searched as given.
+* The regex dialect is the subset both engines share; the host checks it before sending.
+* A file with a NUL byte anywhere is binary and skipped. Lines end at ``\\n``; ``\\r\\n`` counts
+  as one terminator. Columns are 1-based characters. Invalid UTF-8 is shown as U+FFFD.
+* Multiline mode: ``.`` matches newlines, and matches on touching lines form one result.
+* Results are sorted by path, then line; ``max_per_file`` and ``max_total`` cap them.
+
+args: ``root``, ``pattern``, ``engine`` ("rg" / "python" / "auto"), ``mode`` ("content" /
+"files" / "count"), ``fixed_strings``, ``ignore_case``, ``multiline``, ``paths_in_blob``,
+and for ripgrep's own walk: ``globs`` (override globs, later wins, ``!`` excludes),
+``type_globs`` (a file type as name globs), ``hidden``, ``no_ignore``. Limits:
+``max_per_file``, ``max_total``, ``max_line_chars``, ``before``, ``after``, ``timeout``.
+
+result: ``engine``, ``files`` [{``path``, ``count``, ``truncated``, ``matches``: [{``line``,
+``end_line``, ``column``, ``lines``, ``before``, ``after``}]}], ``truncated``, ``timed_out``.
 """
 
-OPS = {}  # type: ignore[var-annotated]
+import base64
+import bisect
+import fnmatch
+import json
+import os
+import re
+import shutil
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import procs
+from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
+from .fsops import abspath, resolve_user
+
+# ripgrep output kept; past it the search counts as truncated.
+MAX_RG_OUTPUT = 128 * 1024 * 1024
+# Text put into one reply; past it further matches are dropped (truncated).
+MAX_REPLY_TEXT = 16 * 1024 * 1024
+# Files up to this size are read whole by the Python engine; larger ones are streamed.
+WHOLE_READ = 32 * 1024 * 1024
+_READ = 1024 * 1024
+MODES = ("content", "files", "count")
+# Flags that make ripgrep honour exactly the rules the host applies for the Python engine.
+_RG_BASE = [
+    "--no-config",
+    "--no-require-git",
+    "--no-ignore-dot",
+    "--no-ignore-exclude",
+    "--no-ignore-global",
+    "--no-messages",
+    "--encoding",
+    "none",
+]
+
+# One match: (first line, last line, column, lines of text).
+Hit = Tuple[int, int, int, List[str]]
+
+
+class _Query:
+    def __init__(self, args: Dict[str, Any]) -> None:
+        self.root = abspath(args, "root").rstrip("/") or "/"
+        self.pattern = get(args, "pattern", str)
+        self.engine = get(args, "engine", str, "auto")
+        self.mode = get(args, "mode", str, "content")
+        if self.mode not in MODES or self.engine not in ("rg", "python", "auto"):
+            raise DaemonError("bad_request", "mode must be one of %s; engine rg, python or auto" % ", ".join(MODES))
+        self.fixed = get(args, "fixed_strings", bool, False)
+        self.ignore_case = get(args, "ignore_case", bool, False)
+        self.multiline = get(args, "multiline", bool, False)
+        self.globs = _strings(args, "globs")
+        self.type_globs = _strings(args, "type_globs")
+        self.hidden = get(args, "hidden", bool, False)
+        self.no_ignore = get(args, "no_ignore", bool, False)
+        self.max_total = max(1, get_nonneg(args, "max_total", 1000))
+        per_file = get_nonneg(args, "max_per_file", None)
+        self.per_file = min(per_file or self.max_total, self.max_total)
+        self.max_line_chars = max(1, get_nonneg(args, "max_line_chars", 2000))
+        self.before = get_nonneg(args, "before", 0, limit=10000)
+        self.after = get_nonneg(args, "after", 0, limit=10000)
+        self.timeout = get_seconds(args, "timeout")
+        flags = re.MULTILINE | (re.IGNORECASE if self.ignore_case else 0) | (re.DOTALL if self.multiline else 0)
+        try:
+            self.regex = re.compile(re.escape(self.pattern) if self.fixed else self.pattern, flags)
+        except re.error as exc:
+            raise DaemonError("bad_request", "invalid regular expression: %s" % exc) from None
+
+
+def _strings(args: Dict[str, Any], name: str) -> List[str]:
+    values = get(args, name, list, [])
+    if not all(isinstance(v, str) and v and "\0" not in v for v in values):
+        raise DaemonError("bad_request", "%s must be a list of non-empty strings" % name)
+    return values  # type: ignore[no-any-return]
+
+
+class _FileHits:
+    __slots__ = ("count", "hits", "raw")
+
+    def __init__(self) -> None:
+        self.count = 0  # matches found (content: at most per_file + 1)
+        self.hits: List[Hit] = []
+        self.raw: List[bytes] = []  # ripgrep's JSON match records, decoded only when shown
+
+    def take(self, n: int) -> List[Hit]:
+        if self.raw:
+            return [_rg_hit(json.loads(record)["data"]) for record in self.raw[:n]]
+        return self.hits[:n]
+
+
+def _has_nul(path: str) -> bool:
+    """True when the file holds a NUL byte (or cannot be read: it is skipped either way)."""
+    try:
+        with open(path, "rb") as handle:
+            while True:
+                chunk = handle.read(_READ)
+                if not chunk:
+                    return False
+                if b"\0" in chunk:
+                    return True
+    except OSError:
+        return True
+
+
+def _strip_cr(line: str) -> str:
+    return line[:-1] if line.endswith("\r") else line
+
+
+def _line_text(raw: str) -> List[str]:
+    lines = raw.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return [_strip_cr(line) for line in lines]
+
+
+# ---------------------------------------------------------------- ripgrep
+
+
+def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool, bool]:
+    """Run ripgrep in ``root``; its stdout, whether it timed out, whether output was cut."""
+    argv = [rg] + _RG_BASE + (["-i"] if q.ignore_case else ["-s"])
+    if q.fixed:
+        argv.append("-F")
+    # Line mode: "$" matches before "\r\n" too. Multiline: "\r" is an ordinary character.
+    argv += ["-U", "--multiline-dotall"] if q.multiline else ["--crlf"]
+    if q.hidden:
+        argv.append("--hidden")
+    if q.no_ignore:
+        argv.append("--no-ignore")
+    for glob in q.globs:
+        argv += ["-g", glob]
+    if q.type_globs:
+        for glob in q.type_globs:
+            argv += ["--type-add", "caisson:" + glob]
+        argv += ["-t", "caisson"]
+    if q.mode == "content":
+        argv.append("--json")
+        if not q.multiline:
+            argv += ["-m", str(q.per_file + 1)]
+    elif q.mode == "files":
+        argv += ["-l", "--null"]
+    else:
+        argv += ["--count", "--null"]
+    argv += ["-e", q.pattern, "--"] + (paths if paths is not None else ["."])
+    return _spawn(argv, q.root, q.timeout, b"\0" if q.mode == "files" else b"\n")
+
+
+def _spawn(argv: List[str], cwd: str, timeout: Optional[float], sep: bytes) -> Tuple[bytes, bool, bool]:
+    """Run ripgrep as the daemon's own user (the one the Python engine reads files as); its
+    output (cut after the last whole ``sep``-terminated record), timed out, output cut."""
+    user = resolve_user(os.geteuid())
+    env = {"PATH": os.environ.get("PATH", procs.DEFAULT_PATH), "HOME": user.home}
+    spec = procs.Spec(argv, None, "rg (search)", cwd, env, user)
+    proc = procs.Proc(spec, procs.Stream(MAX_RG_OUTPUT, ring=False), procs.Stream(64 * 1024, ring=False))
+    procs.table().start(proc, stdin_pipe=False, timeout=timeout)
+    with proc.cond:
+        while not proc.finished:
+            proc.cond.wait()
+    out = bytes(proc.out.buf)
+    if proc.exit_code == 2 and not out:
+        message = bytes(proc.err.buf).decode("utf-8", "replace").strip()
+        raise DaemonError("bad_request", "ripgrep: %s" % (message or "error"))
+    cut = proc.out.total > len(proc.out.buf)
+    if cut:
+        out = out[: out.rfind(sep) + 1]
+    return out, proc.timed_out, cut
+
+
+def _rg_path(data: Dict[str, Any]) -> str:
+    path = data.get("text")
+    if path is None:
+        path = base64.b64decode(data.get("bytes", "")).decode("utf-8", "surrogateescape")
+    return path[2:] if path.startswith("./") else path
+
+
+def _rg_hit(data: Dict[str, Any]) -> Hit:
+    lines = data["lines"]
+    raw = lines["text"].encode("utf-8") if "text" in lines else base64.b64decode(lines["bytes"])
+    subs = data.get("submatches") or [{"start": 0}]
+    column = len(raw[: subs[0]["start"]].decode("utf-8", "replace")) + 1
+    text = _line_text(raw.decode("utf-8", "replace"))
+    first = data["line_number"]
+    return first, first + len(text) - 1, column, text
+
+
+def _is_type(path: str, globs: List[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
+    if paths is not None:
+        paths = [p for p in paths if not _has_nul(os.path.join(q.root, p))]
+        if not paths:
+            return {}, False, False
+    out, timed_out, cut = _run_rg(q, rg, paths)
+    found: Dict[str, _FileHits] = {}
+    if q.mode == "files":
+        for path in out.split(b"\0"):
+            if path:
+                found[_rg_path({"text": path.decode("utf-8", "surrogateescape")})] = _FileHits()
+        return found, timed_out, cut
+    if q.mode == "count":
+        for record in out.splitlines():
+            name, _, count = record.rpartition(b"\0")
+            if name:
+                hits = _FileHits()
+                hits.count = int(count)
+                found[_rg_path({"text": name.decode("utf-8", "surrogateescape")})] = hits
+        return found, timed_out, cut
+    # content: match records are kept raw and decoded only if they make it into the result.
+    current: Optional[_FileHits] = None
+    path = ""
+    for record in out.splitlines():
+        if record.startswith(b'{"type":"match"'):
+            if current is not None:
+                current.count += 1
+                if current.count <= q.per_file + 1:
+                    current.raw.append(record)
+        elif record.startswith(b'{"type":"begin"'):
+            current = _FileHits()
+            path = _rg_path(json.loads(record)["data"]["path"])
+        elif record.startswith(b'{"type":"end"') and current is not None:
+            binary = b'"binary_offset":null' not in record
+            if not binary and not q.multiline and current.count > q.per_file:
+                binary = _has_nul(os.path.join(q.root, path))  # ripgrep stopped before the end (-m)
+            if not binary and current.count:
+                found[path] = current
+            current = None
+    return found, timed_out, cut
+
+
+# ---------------------------------------------------------------- pure Python
+
+
+def _scan_lines(q: _Query, lines: List[str], want: int) -> Tuple[int, List[Hit]]:
+    """Matching lines (up to ``want`` when > 0): their count and, for content, the hits."""
+    count = 0
+    hits: List[Hit] = []
+    search = q.regex.search
+    for number, line in enumerate(lines, 1):
+        found = search(line)
+        if found is None:
+            continue
+        count += 1
+        if q.mode == "content":
+            hits.append((number, number, len(line[: found.start()]) + 1, [line]))
+        if want and count >= want:
+            break
+    return count, hits
+
+
+def _scan_multiline(q: _Query, text: str, want: int) -> Tuple[int, List[Hit]]:
+    """Matches across lines; matches on touching lines make one hit (as ripgrep prints them)."""
+    starts = [0]
+    pos = text.find("\n")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    lines = text.split("\n")
+    groups: List[List[int]] = []  # [first line, last line, column] (0-based lines)
+    count = 0
+    for found in q.regex.finditer(text):
+        first = bisect.bisect_right(starts, found.start()) - 1
+        last = bisect.bisect_right(starts, max(found.start(), found.end() - 1)) - 1
+        count += 1
+        if groups and first <= groups[-1][1] + 1:
+            groups[-1][1] = max(groups[-1][1], last)
+        else:
+            if q.mode == "content" and want and len(groups) >= want:
+                break
+            groups.append([first, last, found.start() - starts[first] + 1])
+    if q.mode == "count":
+        return count, []
+    hits = [(g[0] + 1, g[1] + 1, g[2], [_strip_cr(x) for x in lines[g[0] : g[1] + 1]]) for g in groups]
+    return len(hits), hits
+
+
+def _search_file(q: _Query, path: str) -> Optional[_FileHits]:
+    """The hits of one file, or None when it is binary, unreadable or has none."""
+    want = q.per_file + 1 if q.mode == "content" else (1 if q.mode == "files" else 0)
+    try:
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > WHOLE_READ and not q.multiline:
+                return _search_stream(q, handle, want)
+            data = handle.read()
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    text = data.decode("utf-8", "replace")
+    if q.multiline:
+        if q.regex.search(text) is None:
+            return None
+        count, hits = _scan_multiline(q, text, want)
+    else:
+        text = text.replace("\r\n", "\n")
+        if q.regex.search(text) is None:
+            return None
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        count, hits = _scan_lines(q, lines, want)
+    if not count:
+        return None
+    result = _FileHits()
+    result.count, result.hits = count, hits
+    return result
+
+
+def _search_stream(q: _Query, handle: Any, want: int) -> Optional[_FileHits]:
+    result = _FileHits()
+    search = q.regex.search
+    for number, raw in enumerate(handle, 1):
+        if b"\0" in raw:
+            return None
+        if want and result.count >= want:
+            continue
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        line = line[:-1] if line.endswith("\r") else line
+        found = search(line)
+        if found is not None:
+            result.count += 1
+            if q.mode == "content":
+                result.hits.append((number, number, len(line[: found.start()]) + 1, [line]))
+    return result if result.count else None
+
+
+def _python_engine(q: _Query, paths: List[str]) -> Tuple[Dict[str, _FileHits], bool, bool]:
+    deadline = None if q.timeout is None else time.monotonic() + q.timeout
+    found: Dict[str, _FileHits] = {}
+    kept = 0
+    for path in sorted(set(paths)):
+        if deadline is not None and time.monotonic() > deadline:
+            return found, True, False
+        hits = _search_file(q, os.path.join(q.root, path))
+        if hits is None:
+            continue
+        found[path] = hits
+        kept += min(hits.count, q.per_file) if q.mode == "content" else 1
+        if kept > q.max_total:
+            break  # enough to fill the cap and know it is exceeded
+    return found, False, False
+
+
+# ---------------------------------------------------------------- results
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _context(q: _Query, path: str, hits: List[Hit]) -> List[Tuple[List[List[Any]], List[List[Any]]]]:
+    try:
+        with open(os.path.join(q.root, path), "rb") as handle:
+            lines = _line_text(handle.read().decode("utf-8", "replace"))
+    except OSError:
+        lines = []
+    out = []
+    for first, last, _, _ in hits:
+        before = [[n, _cut(lines[n - 1], q.max_line_chars)] for n in range(max(1, first - q.before), first) if n <= len(lines)]
+        after = [[n, _cut(lines[n - 1], q.max_line_chars)] for n in range(last + 1, last + q.after + 1) if n <= len(lines)]
+        out.append((before, after))
+    return out
+
+
+def _finish(q: _Query, found: Dict[str, _FileHits], is_binary: Callable[[str], bool]) -> Tuple[List[Dict[str, Any]], bool]:
+    files: List[Dict[str, Any]] = []
+    budget = q.max_total
+    size = 0
+    truncated = False
+    for path in sorted(found):
+        if q.mode == "files" and is_binary(path):
+            continue
+        if budget <= 0 or size > MAX_REPLY_TEXT:
+            truncated = True
+            break
+        hits = found[path]
+        if q.mode != "content":
+            count = hits.count if q.mode == "count" else 0
+            files.append({"path": path, "count": count, "truncated": False, "matches": []})
+            budget -= 1
+            continue
+        shown = hits.take(min(q.per_file, budget))
+        budget -= len(shown)
+        context = _context(q, path, shown) if (q.before or q.after) else [([], [])] * len(shown)
+        matches = []
+        for (first, last, column, lines), (before, after) in zip(shown, context):
+            texts = [_cut(line, q.max_line_chars) for line in lines]
+            size += sum(len(t) for t in texts)
+            matches.append({"line": first, "end_line": last, "column": column, "lines": texts, "before": before, "after": after})
+        cut = hits.count > len(shown)
+        truncated = truncated or cut
+        files.append({"path": path, "count": len(shown), "truncated": cut, "matches": matches})
+    return files, truncated
+
+
+def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
+    q = _Query(args)
+    paths = None
+    if get(args, "paths_in_blob", bool, False):
+        paths = [p for p in blob.decode("utf-8", "surrogateescape").split("\0") if p]
+        if any(p.startswith("/") or p == ".." or p.startswith("../") or "/../" in p for p in paths):
+            raise DaemonError("bad_request", "paths must be relative to root and stay below it")
+    rg = shutil.which("rg")
+    engine = q.engine if q.engine != "auto" else ("rg" if rg else "python")
+    if engine == "rg" and not rg:
+        raise DaemonError("bad_request", "ripgrep is not installed in this image")
+    if engine == "python" and paths is None:
+        raise DaemonError("bad_request", "the python engine searches the file list the host sends (paths_in_blob)")
+    if not os.path.isdir(q.root):
+        os.stat(q.root)
+        raise DaemonError("not_a_directory", "not a directory: %s" % q.root)
+    if engine == "rg":
+        found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
+        # A --glob match overrides ripgrep's type filter: apply the type to every result.
+        if q.type_globs:
+            found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
+        # ripgrep -l stops at the first match, before it could see a later NUL byte.
+        is_binary: Callable[[str], bool] = lambda path: _has_nul(os.path.join(q.root, path))  # noqa: E731
+    else:
+        found, timed_out, cut = _python_engine(q, paths or [])
+        is_binary = lambda path: False  # noqa: E731
+    files, truncated = _finish(q, found, is_binary)
+    return {"engine": engine, "files": files, "truncated": truncated or cut, "timed_out": timed_out}, b""
+
+
+def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
+    """Files below ``root`` whose relative path fully matches ``regex`` (Python syntax; the
+    host translates a glob), found by ``rg --files`` with the same rules as grep's walk
+    (``hidden``, ``no_ignore``, ``globs``), newest first (then by path), one page of them.
+
+    result: ``total``, ``files`` [[path, mtime]] for ``offset``..``offset + limit``, ``timed_out``.
+    """
+    root = abspath(args, "root").rstrip("/") or "/"
+    try:
+        regex = re.compile(get(args, "regex", str))
+    except re.error as exc:
+        raise DaemonError("bad_request", "invalid regex: %s" % exc) from None
+    sort = get(args, "sort", str, "modified")
+    offset = get_nonneg(args, "offset", 0)
+    limit = get_nonneg(args, "limit", 1000)
+    rg = shutil.which("rg")
+    if rg is None:
+        raise DaemonError("bad_request", "ripgrep is not installed in this image; list files with walk")
+    argv = [rg] + _RG_BASE + ["--files", "--null"]
+    if get(args, "hidden", bool, False):
+        argv.append("--hidden")
+    if get(args, "no_ignore", bool, False):
+        argv.append("--no-ignore")
+    for glob in _strings(args, "globs"):
+        argv += ["-g", glob]
+    out, timed_out, _ = _spawn(argv + ["--", "."], root, get_seconds(args, "timeout"), b"\0")
+    found: List[Tuple[float, str]] = []
+    for raw in out.split(b"\0"):
+        path = raw.decode("utf-8", "surrogateescape")
+        path = path[2:] if path.startswith("./") else path
+        if path and regex.fullmatch(path):
+            try:
+                found.append((os.lstat(os.path.join(root, path)).st_mtime, path))
+            except OSError:
+                continue  # removed meanwhile
+    if sort == "modified":
+        found.sort(key=lambda item: (-item[0], item[1]))
+    else:
+        found.sort(key=lambda item: item[1])
+    page = [[path, mtime] for mtime, path in found[offset : offset + limit]]
+    return {"total": len(found), "files": page, "timed_out": timed_out}, b""
+
+
+OPS = {"grep": op_grep, "find": op_find}

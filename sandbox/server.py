@@ -14,7 +14,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Tuple
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from . import __version__, fsops, procs, search
 from .errors import DaemonError, from_oserror
@@ -101,12 +101,73 @@ def _error(req_id: int, code: str, message: str) -> Dict[str, Any]:
     return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
 
 
+class Watchdog:
+    """Ends the daemon at its deadline (CAISSON_EXPIRES, unix time) or after
+    CAISSON_IDLE_TIMEOUT seconds without requests, so a container outlives no
+    one's deadline even when every controller and reaper is gone.
+
+    Idle means no request received or in flight; background tasks do not count.
+    """
+
+    def __init__(self, expires: Optional[float], idle_timeout: Optional[float]) -> None:
+        self.expires = expires
+        self.idle_timeout = idle_timeout
+        self.last_activity = time.monotonic()
+        self._inflight = 0
+        self._lock = threading.Lock()
+
+    def begin(self) -> None:
+        with self._lock:
+            self._inflight += 1
+            self.last_activity = time.monotonic()
+
+    def end(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+            self.last_activity = time.monotonic()
+
+    def start(self) -> None:
+        if self.expires is not None or self.idle_timeout is not None:
+            threading.Thread(target=self._run, name="caisson-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            now_wall, now = time.time(), time.monotonic()
+            wait = 3600.0
+            if self.expires is not None:
+                if now_wall >= self.expires:
+                    log.info("session expired; exiting")
+                    shutdown(0)
+                wait = min(wait, self.expires - now_wall)
+            if self.idle_timeout is not None:
+                with self._lock:
+                    idle_for = 0.0 if self._inflight else now - self.last_activity
+                if idle_for >= self.idle_timeout:
+                    log.info("idle for %.1f s; exiting", idle_for)
+                    shutdown(0)
+                wait = min(wait, self.idle_timeout - idle_for)
+            time.sleep(max(wait, 0.05))  # a timer thread, off every request's path
+
+
+def _env_float(name: str) -> Optional[float]:
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a number", name, value)
+        return None
+    return number if number > 0 else None
+
+
 class Server:
-    def __init__(self, in_fd: int, out_fd: int, ops: Dict[str, Handler]) -> None:
+    def __init__(self, in_fd: int, out_fd: int, ops: Dict[str, Handler], watchdog: Optional[Watchdog] = None) -> None:
         self.in_fd = in_fd
         self.out_fd = out_fd
         self.ops = ops
         self.pool = WorkerPool()
+        self.watchdog = watchdog or Watchdog(None, None)
         self._write_lock = threading.Lock()
         self._dead = False
 
@@ -138,6 +199,12 @@ class Server:
                 shutdown(1)
 
     def handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
+        try:
+            self._handle(req_id, op, args, blob)
+        finally:
+            self.watchdog.end()
+
+    def _handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
         out = b""
         try:
             handler = self.ops.get(op)
@@ -188,6 +255,7 @@ class Server:
                 if not isinstance(op, str) or not isinstance(args, dict):
                     self.reply(_error(req_id, "bad_request", "a request needs a string op and object args"))
                     continue
+                self.watchdog.begin()
                 try:
                     self.pool.submit(self.handle, req_id, op, args, blob)
                 except RuntimeError:
@@ -240,8 +308,10 @@ def main() -> int:
     os.close(devnull)
     os.dup2(2, 1)
 
+    # An unprivileged daemon cannot switch users: by default it runs commands as itself.
+    default_user = "agent" if os.geteuid() == 0 else str(os.geteuid())
     procs.configure(
-        os.environ.get("CAISSON_AGENT_USER") or "agent",
+        os.environ.get("CAISSON_AGENT_USER") or default_user,
         os.environ.get("CAISSON_WORKSPACE") or "/workspace",
     )
     if not procs.set_subreaper():
@@ -262,6 +332,8 @@ def main() -> int:
         procs.config.workspace,
         len(ops),
     )
-    code = Server(in_fd, out_fd, ops).serve()
+    watchdog = Watchdog(_env_float("CAISSON_EXPIRES"), _env_float("CAISSON_IDLE_TIMEOUT"))
+    watchdog.start()
+    code = Server(in_fd, out_fd, ops, watchdog).serve()
     shutdown(code)
     return code

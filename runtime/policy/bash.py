@@ -43,6 +43,8 @@ from .paths import (
 _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 MAX_COMMAND_LENGTH = 64 * 1024
 _MAX_DEPTH = 12
+# No real command line has this many commands; past it, analysis stops (dangerous).
+_MAX_COMMANDS = 1000
 
 
 class BashSegment(BaseModel):
@@ -120,6 +122,7 @@ _CONTROL_OPS = ("&&", "||", "|&", ";;&", ";;", ";&", ";", "&", "|", "(", ")")
 _REDIR_OPS = ("<<<", "<<-", "&>>", "<<", ">>", "<&", ">&", "<>", ">|", "&>", "<", ">")
 _OPS = sorted(_CONTROL_OPS + _REDIR_OPS, key=len, reverse=True)
 _WORD_BREAK = frozenset(" \t\n;&|<>()")
+_OP_START = frozenset(";&|<>()")
 _ASSIGN_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
 _FD_RE = re.compile(r"\d+(?=[<>])")
 _BRACE_RE = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
@@ -190,10 +193,10 @@ class _Lexer:
                 toks.append(self._process_substitution())
                 cmd_start = False
                 continue
-            fd = _FD_RE.match(self.src, self.pos)
+            fd = _FD_RE.match(self.src, self.pos) if c.isdigit() else None
             if fd and not self.src.startswith("(", fd.end() + 1):
                 self.pos = fd.end()
-            op = next((o for o in _OPS if self.src.startswith(o, self.pos)), None)
+            op = next((o for o in _OPS if self.src.startswith(o, self.pos)), None) if self.peek() in _OP_START else None
             if op is not None:
                 self.pos += len(op)
                 if op in _REDIR_OPS:
@@ -698,7 +701,7 @@ _INTERPRETERS = _SHELLS | frozenset(
 )
 _VERSION_PROBES = frozenset(
     {"python", "python3", "node", "ruby", "perl", "go", "rustc", "cargo", "gcc", "cc", "clang",
-     "java", "javac", "npm", "pip", "pip3", "bash", "git", "make", "cmake", "docker", "uv", "deno", "bun"}
+     "java", "javac", "npm", "pip", "pip3", "bash", "git", "make", "cmake", "uv", "deno", "bun"}
 )
 _WS = "\x00workspace"  # cwd candidate: somewhere inside the workspace, exact place unknown
 
@@ -837,48 +840,53 @@ class _Analyzer:
     # ----------------------------------------------------------------- walking
 
     def run_tokens(self, tokens: list[_Tok]) -> None:
-        commands = _parse(tokens)
-        names: dict[int, list[tuple[int, str]]] = {}
-        for simple in commands:
-            name = self.simple(simple)
-            if name is not None:
-                names.setdefault(simple.pipeline, []).append((simple.stage, name))
-        for stages in names.values():
-            seen_download = False
-            for _, name in sorted(stages):
-                if name in _DOWNLOADERS:
-                    seen_download = True
-                elif seen_download and name in _INTERPRETERS:
-                    self.flag_destructive("download-piped-to-shell", f"output of a download is run by {name}")
+        stages: dict[int, list[tuple[int, list[str]]]] = {}
+        for simple in _parse(tokens):
+            start = len(self.ran)
+            self.simple(simple)
+            stages.setdefault(simple.pipeline, []).append((simple.stage, self.ran[start:]))
+        for pipeline in stages.values():
+            downloaded = False
+            for _, names in sorted(pipeline, key=lambda item: item[0]):
+                if downloaded and any(n in _INTERPRETERS for n in names):
+                    self.flag_destructive("download-piped-to-shell", "the output of a download is run by a shell or interpreter")
+                downloaded |= any(n in _DOWNLOADERS for n in names)
 
-    def nested(self, word: _Word | _Redir) -> list[str]:
-        """Analyse substitutions inside a word; returns the command names they ran."""
-        start = len(self.ran)
-        for sub in word.subs:
+    def nested(self, item: _Word | _Redir) -> None:
+        """Analyse the substitutions inside a word or here-document (they run first)."""
+        for sub in item.subs:
             self.run_tokens(sub)
-        for issue in word.issues:
+        for issue in item.issues:
             self.effect(_D, issue)
-        return self.ran[start:]
 
-    def simple(self, s: _Simple) -> str | None:
-        sub_names: list[str] = []
+    def simple(self, s: _Simple) -> None:
+        start = len(self.ran)
         for w in (*s.assigns, *s.words):
-            sub_names += self.nested(w)
+            self.nested(w)
         for r in s.redirs:
             self.nested(r.target)
             self.nested(r)
-        for w in s.assigns:
-            self.assignment(w, prefix=bool(s.words) and s.kind == "cmd")
+        substituted = self.ran[start:]
         for r in s.redirs:
             self.redirection(r)
+        if s.kind == "for":
+            var = s.assigns[0].raw
+            if _SENSITIVE_VAR_RE.fullmatch(var):
+                self.effect(_D, f"the loop sets {var}, which changes what later commands run")
+            return
+        for w in s.assigns:
+            self.assignment(w)
         if s.kind == "cond":
             self.condition(s.words)
-            return None
-        if s.kind == "for" or not s.words:
-            return None
-        return self.command(s.words, sub_names)
+            return
+        if not s.words:
+            return
+        mid = len(self.ran)
+        self.command(s.words)
+        if any(n in _DOWNLOADERS for n in substituted) and any(n in _INTERPRETERS for n in self.ran[mid:]):
+            self.flag_destructive("download-piped-to-shell", "a shell or interpreter runs the output of a download")
 
-    def assignment(self, word: _Word, *, prefix: bool) -> None:
+    def assignment(self, word: _Word) -> None:
         m = _ASSIGN_RE.match(word.raw)
         assert m is not None
         name = m.group(1)
@@ -886,9 +894,6 @@ class _Analyzer:
             self.effect(_D, f"array element assignment {name}[…] evaluates its subscript")
         elif _SENSITIVE_VAR_RE.fullmatch(name):
             self.effect(_D, f"sets {name}, which changes what later commands run")
-        elif not prefix:
-            # Persists in the session's shell state; harmless for a non-sensitive name.
-            self.effect(_S, "")
 
     def redirection(self, r: _Redir) -> None:
         op, target = r.op, r.target
@@ -896,7 +901,7 @@ class _Analyzer:
             return
         if op in (">&", "<&") and target.value is not None and re.fullmatch(r"\d+-?|-", target.value):
             return
-        if op in ("<",):
+        if op in ("<", "<&"):
             self.read(None, target)
             return
         if op == "<>":
@@ -910,18 +915,19 @@ class _Analyzer:
                 if any(not _numeric_operand(o) for o in operands):
                     self.effect(_D, "[[ arithmetic comparison evaluates variables, which can run code")
 
-    def command(self, words: list[_Word], sub_names: Sequence[str] = ()) -> str | None:
-        """Classify one command (argv); returns its effective name for pipeline analysis."""
+    def command(self, words: list[_Word]) -> None:
+        """Classify one command (argv) as a segment of its own."""
+        if len(self.segments) >= _MAX_COMMANDS:
+            raise _ParseError(f"more than {_MAX_COMMANDS} commands")
         seg = _Seg(" ".join(w.text for w in words))
         self.segments.append(BashSegment(text=seg.text, level=_S))
         index = len(self.segments) - 1
-        name = self._dispatch(seg, words, sub_names)
+        name = self._dispatch(seg, words)
         self.segments[index] = BashSegment(text=seg.text, level=seg.level)
         if name is not None:
             self.ran.append(name)
-        return name
 
-    def _dispatch(self, seg: _Seg, words: list[_Word], sub_names: Sequence[str]) -> str | None:
+    def _dispatch(self, seg: _Seg, words: list[_Word]) -> str | None:
         head = words[0]
         if not head.static:
             self.note(seg, _D, "the command name is computed at run time")
@@ -934,11 +940,12 @@ class _Analyzer:
                 return None
             name = base
         args = words[1:]
-        if name in _INTERPRETERS and any(n in _DOWNLOADERS for n in sub_names):
-            self.flag_destructive("download-piped-to-shell", f"{name} runs the output of a download")
         if name.startswith("mkfs") or name in ("mke2fs", "mkswap", "wipefs"):
             self.flag_destructive("mkfs", f"{name} formats a filesystem")
-        if name in _VERSION_PROBES and [a.value for a in args] in (["--version"], ["-V"], ["version"]):
+        probe = [w.value for w in args]
+        if name in _VERSION_PROBES and (
+            probe == ["--version"] or (probe == ["-V"] and name.startswith("python")) or (probe == ["version"] and name == "go")
+        ):
             self.note(seg, _S, f"{name}: version query")
             return name
         handler = _HANDLERS.get(name)
@@ -1063,7 +1070,7 @@ _PLAIN = (
     "expr", "basename", "dirname", "realpath", "readlink", "ls", "dir", "vdir", "du", "df", "stat",
     "wc", "ps", "free", "cal", "factor", "getconf", "dirs", "wait", "exit", "return", "jobs",
     "help", "tr", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum",
-    "b2sum", "cksum", "numfmt", "unset", "shift", "logname", "users", "env_list", "lsb_release",
+    "b2sum", "cksum", "numfmt", "unset", "shift", "logname", "users", "lsb_release",
 )
 
 
@@ -1096,8 +1103,6 @@ _READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unexpand": ("t", ("--tabs",)),
     "fmt": ("wpg", ()),
     "cut": ("bcdf", ("--bytes", "--characters", "--delimiter", "--fields", "--output-delimiter")),
-    "less": ("", ()),
-    "more": ("", ()),
 }
 
 
@@ -1135,8 +1140,6 @@ def _h_grep(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         if argv.has("--pre", "--pre-glob"):
             a.note(seg, _D, "rg --pre runs a program on every file")
             return
-        if argv.has("--no-config"):
-            pass
     else:
         argv = _getopt(args, "efmABCdD", (
             "--regexp", "--file", "--max-count", "--after-context", "--before-context", "--context",
@@ -1260,8 +1263,15 @@ def _h_declare(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         allowed |= {"-f", "-F"}  # declare -f prints functions; export -f exports them
     for w in args:
         if not w.static:
-            a.note(seg, _D, f"{name}: an argument computed at run time")
-            return
+            # NAME=$(…) names its variable statically; only the value is computed.
+            m = _ASSIGN_RE.match(w.raw)
+            if m is None or m.group(2):
+                a.note(seg, _D, f"{name}: an argument computed at run time")
+                return
+            if _SENSITIVE_VAR_RE.fullmatch(m.group(1)):
+                a.note(seg, _D, f"{name} sets {m.group(1)}, which changes what later commands run")
+                return
+            continue
         v = w.value or ""
         if v.startswith(("-", "+")):
             flags = [v] if v in allowed else [v[0] + ch for ch in v[1:]]
@@ -1400,8 +1410,7 @@ def _h_chmod(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         elif v is not None and v.startswith("-") and set(v[1:]) <= set("Rcfv"):
             recursive |= "R" in v
         elif v is not None and v.startswith("--"):
-            if v == "--no-preserve-root":
-                a.flag_destructive("chmod-recursive-root", "chmod --no-preserve-root")
+            continue
         else:
             targets.append(w)
     if recursive and any(_root_like(w) for w in targets):
@@ -1480,6 +1489,7 @@ def _h_find(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     while i < len(args) and args[i].value in ("-H", "-L", "-P"):
         i += 1
     starts: list[_Word] = []
+    effects = False
     while i < len(args) and args[i].static and not (args[i].value or "").startswith(("-", "(", "!")):
         starts.append(args[i])
         i += 1
@@ -1494,6 +1504,7 @@ def _h_find(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
             if any(_root_like(s) for s in starts):
                 a.flag_destructive("rm-rf-root", "find -delete on a system directory")
             a.note(seg, _D, "find -delete deletes files")
+            effects = True
         elif v in ("-exec", "-execdir", "-ok", "-okdir"):
             inner: list[_Word] = []
             while i < len(args) and args[i].value not in (";", "+"):
@@ -1503,30 +1514,43 @@ def _h_find(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
                 a.note(seg, _D, f"find {v} without a terminated command")
                 return
             i += 1
+            effects = True
             a.command(inner)
         elif v in ("-fprint", "-fprint0", "-fls", "-fprintf"):
             if i < len(args):
                 a.write(seg, args[i], f"find {v} writes")
+                effects = True
             i += 2 if v == "-fprintf" else 1
         elif v in _FIND_VALUE or re.fullmatch(r"-newer[aBcmt][aBcmt]", v):
             i += 1
         elif v not in _FIND_FLAG:
             a.note(seg, _D, f"find: unknown primary {v}")
             return
-    a.note(seg, _S, "find: read-only")
+    if not effects:
+        a.note(seg, _S, "find: read-only")
 
 
 @_register("sed")
 def _h_sed(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
-    argv = _getopt(args, "efl", ("--expression", "--file", "--line-length"))
+    # "-i[SUFFIX]" swallows the rest of its bundle as a suffix, so take it out before getopt.
+    in_place = False
+    plain: list[_Word] = []
+    for w in args:
+        m = re.fullmatch(r"-([nEsuzr]*)i.*", w.value or "") if w.static else None
+        if m:
+            in_place = True
+            if m.group(1):
+                plain.append(_Word("-" + m.group(1), "-" + m.group(1)))
+        else:
+            plain.append(w)
+    argv = _getopt(plain, "efl", ("--expression", "--file", "--line-length"))
     if _unsure_dangerous(a, seg, name, argv):
         return
     known = {"-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-s", "--separate",
              "-u", "--unbuffered", "-z", "--null-data", "--posix", "--debug", "-e", "--expression",
              "-l", "--line-length", "--sandbox", "--follow-symlinks", "-c"}
-    in_place = False
     for opt, _ in argv.opts:
-        if opt == "-i" or opt.startswith("--in-place") or _opt_is(opt, "--in-place"):
+        if _opt_is(opt, "--in-place"):
             in_place = True
         elif opt in ("-f", "--file") or _opt_is(opt, "--file"):
             a.note(seg, _D, "sed -f: script from a file cannot be checked")
@@ -1534,7 +1558,6 @@ def _h_sed(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         elif opt not in known and not any(_opt_is(opt, k) for k in known if k.startswith("--")):
             a.note(seg, _D, f"sed: unknown option {opt}")
             return
-    # -i takes an optional attached suffix: "-i.bak" was split into -i -. -b …; fine either way.
     scripts = argv.values("-e", "--expression")
     files = argv.operands
     if not scripts:
@@ -1765,7 +1788,7 @@ def _h_git(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     rest = args[i + 1 :]
     if any(not w.static for w in rest):
         # Pathspecs and messages may be variables; options could hide behind them.
-        if sub in _GIT_READ and sub not in ("diff", "log", "show"):
+        if sub in _GIT_READ and sub not in ("diff", "log", "show", "grep", "whatchanged"):
             a.note(seg, _S, f"git {sub}: read-only")
             return
         a.note(seg, _D, f"git {sub}: an argument computed at run time could be an option")
@@ -1775,8 +1798,6 @@ def _h_git(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     if level is _C:
         a.write(seg, repo, f"git {sub} modifies the repository in")
     else:
-        if level is _S and repo.value != ".":
-            a.read(seg, repo)
         a.note(seg, level, f"git {sub}: {why}")
     for v in values:
         if v.startswith("--output="):
@@ -1856,7 +1877,7 @@ def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
 
 
 def _run_inner(a: _Analyzer, seg: _Seg, wrapper: str, inner: list[_Word]) -> None:
-    a.note(seg, _S if seg.level is _S else seg.level, f"{wrapper}: runs a command")
+    a.note(seg, _S, f"{wrapper}: runs a command")
     if inner:
         a.command(inner)
 
@@ -2005,31 +2026,50 @@ def _analyze_text(a: _Analyzer, text: str, depth: int) -> None:
 
 # --------------------------------------------------------------------------- backstop
 
+# Every pattern here runs in linear time (possessive quantifiers, bounded or per-segment
+# scans): the text can be 64 KiB of an agent's choosing.
 _CMD_POS = (
-    r"(?:^|[;&|(){}\n`]|\$\()\s*"
-    r"(?:(?:sudo|doas|command|builtin|exec|nohup|nice|time|env|busybox|xargs)\s+(?:-\S+\s+)*)*"
-    r"(?:\S*/)?"
+    r"(?:^|[;&|(){}\n`]|\$\()\s*+"
+    r"(?:(?:sudo|doas|command|builtin|exec|nohup|nice|time|env|busybox|xargs)\s++(?:-\S++\s++)*+)*+"
+    r"(?:[^\s/;&|(){}\n`$]*+/)*+"
 )
-_BACKSTOP: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("fork-bomb", re.compile(r"([A-Za-z_:][\w:.-]*)\s*\(\s*\)\s*\{[^}]*?\1\s*\|\s*&?\s*\1\s*&")),
-    ("rm-rf-root", re.compile(
-        _CMD_POS + r"rm\s+(?:-\S+\s+)*?(?:-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(?:-\S+\s+)*"
-        r"['\"]?(?:/|/\*|~/?\*?|\$\{?HOME\}?/?\*?)['\"]?(?=\s|$|[;&|)])")),
-    ("rm-rf-root", re.compile(r"\brm\b[^;&|\n]*--no-preserve-root")),
-    ("mkfs", re.compile(_CMD_POS + r"(?:mkfs(?:\.\w+)?|mke2fs|mkswap|wipefs)\b")),
-    ("dd", re.compile(_CMD_POS + r"dd\s+[^;&|\n]*\bif=")),
-    ("chmod-recursive-root", re.compile(
-        _CMD_POS + r"(?:chmod|chown)\s+[^;&|\n]*(?:-[a-zA-Z]*R|--recursive)[^;&|\n]*\s['\"]?/['\"]?(?=\s|$|[;&|)])")),
-    ("download-piped-to-shell", re.compile(
-        r"\b(?:curl|wget|fetch)\b[^\n;&]*\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?"
-        r"(?:(?:ba|z|da|k|c|tc|fi|a)?sh|python[0-9.]*|perl|ruby|node|php)\b")),
+_FORK_BOMB_RE = re.compile(
+    r"(?<![\w:.-])([A-Za-z_:][\w:.-]*+)\s*+\(\s*+\)\s*+\{[^}]{0,200}?(?<![\w:.-])\1\s*+\|\s*+&?\s*+\1\s*+&"
+)
+_RM_ROOT_RE = re.compile(
+    _CMD_POS + r"rm((?:\s++-\S++)*+)\s++['\"]?(?:/|/\*|~/?\*?|\$\{?HOME\}?/?\*?)['\"]?(?=\s|$|[;&|)])"
+)
+_FORMAT_RE = re.compile(_CMD_POS + r"(?:mkfs(?:\.\w++)?|mke2fs|mkswap|wipefs)\b")
+_DD_RE = re.compile(_CMD_POS + r"dd\s[^;&|\n]*?\bif=")
+_PERMS_RE = re.compile(_CMD_POS + r"(?:chmod|chown)\s([^;&|\n]*+)")
+_DOWNLOAD_RE = re.compile(r"\b(?:curl|wget|fetch)\b")
+_PIPE_TO_SHELL_RE = re.compile(
+    r"\|\s*+(?:sudo\s++(?:-\S++\s++)*+)?(?:[^\s/|]*+/)*+"
+    r"(?:(?:ba|z|da|k|c|tc|fi|a)?sh|python[0-9.]*+|perl|ruby|node|php)\b"
 )
 
 
 def _backstop(text: str) -> str | None:
-    for name, pattern in _BACKSTOP:
-        if pattern.search(text):
-            return name
+    """Destructive patterns in text the parser could not take apart."""
+    if _FORK_BOMB_RE.search(text):
+        return "fork-bomb"
+    if "--no-preserve-root" in text:
+        return "rm-rf-root"
+    for m in _RM_ROOT_RE.finditer(text):
+        if re.search(r"(?:^|\s)(?:-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)(?=\s|$)", m.group(1)):
+            return "rm-rf-root"
+    if _FORMAT_RE.search(text):
+        return "mkfs"
+    if _DD_RE.search(text):
+        return "dd"
+    for m in _PERMS_RE.finditer(text):
+        args = m.group(1)
+        if re.search(r"(?:^|\s)(?:-[a-zA-Z]*R|--recursive)", args) and re.search(r"(?:^|\s)['\"]?/['\"]?(?:\s|$)", args):
+            return "chmod-recursive-root"
+    for chunk in re.split(r"[\n;&]", text):
+        found = _DOWNLOAD_RE.search(chunk)
+        if found and _PIPE_TO_SHELL_RE.search(chunk, found.end()):
+            return "download-piped-to-shell"
     return None
 
 
@@ -2071,7 +2111,7 @@ def classify_bash(
             if hit:
                 a.flag_destructive(hit, "matched in text that could not be parsed")
     if a.destructive is not None:
-        a.effect(_D, "known-destructive pattern")
+        a.residual = _D
     level = a.level()
     reasons = a.reasons or ([f"{level.value}: nothing to run"] if level is _S else [])
     return BashClassification(
@@ -2087,7 +2127,7 @@ def classify_bash(
 def check_exec_metacharacters(command: str) -> str | None:
     """Seed 004's shell tool runs one executable without a shell and rejects these before
     execution; returns the rejection message, or None when the command is acceptable."""
-    for token in (";", "&&", "||", "|", "`", "$(", ">", "<", "\n"):
+    for token in (";", "&&", "|", "`", "$("):
         if token in command:
             return f"Shell metacharacters are not allowed (found {token!r}); run a single executable with arguments."
     return None

@@ -59,7 +59,6 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git/config",
     ".git/hooks/**",
     ".gitconfig",
-    ".gitattributes",
 )
 
 

@@ -6,10 +6,16 @@ from collections.abc import Callable
 
 import runtime.tools  # noqa: F401  (registers the canonical tools)
 from runtime.errors import CaissonError
+from runtime.profiles import aar, agent_air, agentloop, amp, grida
 from runtime.profiles.base import Profile, ProfileTool, canonical_profile
 
 PROFILES: dict[str, Callable[[], Profile]] = {
     "caisson": canonical_profile,
+    "agent-air": agent_air.build,
+    "amp": amp.build,
+    "grida": grida.build,
+    "aar": aar.build,
+    "agentloop": agentloop.build,
 }
 
 _cache: dict[str, Profile] = {}

@@ -96,10 +96,10 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
 
 
 def _power(base: Number, exp: Number) -> Number:
-    if isinstance(base, int) and isinstance(exp, int) and exp > 0 and base not in (0, 1, -1):
-        if base.bit_length() * exp > MAX_INT_BITS:
-            raise ValueError("result too large")
-    result = operator.pow(base, exp)
+    big = isinstance(base, int) and isinstance(exp, int) and exp > 0 and base not in (0, 1, -1)
+    if big and int(base).bit_length() * exp > MAX_INT_BITS:
+        raise ValueError("result too large")
+    result: Number | complex = operator.pow(base, exp)
     if isinstance(result, complex):
         raise ValueError("result is not a real number")
     return result
@@ -198,4 +198,5 @@ async def calculate(session: Session, args: CalculateInput) -> ToolResult:
         reason = str(exc) or type(exc).__name__
         raise ToolError("invalid_expression", f"Error evaluating {args.expression}: {reason}") from None
     result = format_number(value)
-    return ToolResult.success(f"Result of {args.expression}: {result}", {"expression": args.expression, "result": result})
+    data = {"expression": args.expression, "result": result}
+    return ToolResult.success(f"Result of {args.expression}: {result}", data)

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from runtime.errors import OpError
 from runtime.models import ExecResult
-from runtime.policy import Level
+from runtime.policy import Level, check_exec_metacharacters
 from runtime.tools.base import ToolError, ToolResult, tool
 from runtime.tools.shell import STDERR_MAX, STDOUT_MAX, TimedInput, check_env, process_result, reject_destructive
 
@@ -29,9 +29,6 @@ INTERPRETERS = {
     ".ts": "ts-node",
     ".rb": "ruby",
 }
-# What exec refuses before running: it never has a shell, so these could only be a mistake
-# or an injection attempt.
-METACHARACTERS = (";", "&&", "||", "|", "&", "`", "$(", "\n")
 
 
 def _split(command: str) -> list[str]:
@@ -96,7 +93,7 @@ def _run_code_command(a: RunCodeInput) -> str:
     RunCodeInput,
     level=Level.DANGEROUS,
     access="execute",
-    snippet="Run a command or a script file (interpreter inferred from the extension); returns stdout, stderr, exit code",
+    snippet="Run a command or a script file (interpreter from its extension); returns stdout, stderr, exit code",
     command=_run_code_command,
     paths=lambda a: [p for p in (a.cwd, a.file and posixpath.join(a.cwd or ".", a.file)) if p],
 )
@@ -157,14 +154,9 @@ async def _workspace_dir(session: Session, cwd: str | None) -> str:
     command=lambda a: a.command,
 )
 async def exec_(session: Session, args: ExecInput) -> ToolResult:
-    for meta in METACHARACTERS:
-        if meta in args.command:
-            shown = "newline" if meta == "\n" else meta
-            raise ToolError(
-                "shell_metacharacters",
-                f"Command rejected: it contains the shell metacharacter {shown!r}. exec runs one program "
-                "without a shell; use bash for pipes, chains and substitutions.",
-            )
+    problem = check_exec_metacharacters(args.command)
+    if problem:
+        raise ToolError("shell_metacharacters", f"Command rejected: {problem} Use bash for pipes and chains.")
     reject_destructive(args.command)
     argv = _split(args.command)
     cwd = await _workspace_dir(session, args.cwd)

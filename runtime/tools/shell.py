@@ -45,50 +45,54 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 R = TypeVar("R")
 
-# Every shell variable name, without a subshell: ${!X@} expands to the names starting with X.
-_ALL_NAMES = " ".join(
-    "${!%s@}" % c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"
-)
-
-# $1 state dir, $2 nonce, $3 the command, then name/value pairs of this call's env.
-# Restores the saved exports, unexports what an earlier call unset (the saved names are
-# the whole exported set), then applies this call's env, remembering what it shadows.
-_PROLOGUE = r"""__cs_d=$1 __cs_m=$2 __cs_c=$3
-shift 3
-declare -A __cs_v=() __cs_p=() __cs_keep=()
+# $1 state dir, $2 nonce, $3 the command, $4 "1" to return to the saved directory (the
+# first call of a reattached controller), then name/value pairs of this call's env.
+# Restores the saved exports (the first call ever records the base environment's names
+# instead), then applies this call's env, remembering what it shadows.
+_PROLOGUE = r"""__cs_d=$1 __cs_m=$2 __cs_c=$3 __cs_r=$4
+shift 4
+declare -A __cs_v=() __cs_p=()
 while (($# > 1)); do __cs_v[$1]=$2; shift 2; done
 if [[ -r $__cs_d/env ]]; then
   __cs_pwd=$PWD
   . "$__cs_d/env" 2>/dev/null
   PWD=$__cs_pwd
-  for __cs_n in "${__cs_k[@]}"; do __cs_keep[$__cs_n]=1; done
-  for __cs_n in %(names)s; do
-    [[ ${!__cs_n@a} == *x* && -z ${__cs_keep[$__cs_n]} ]] && unset "$__cs_n" 2>/dev/null
-  done
+  if [[ $__cs_r == 1 && -r $__cs_d/cwd ]]; then
+    IFS= read -r -d '' __cs_w <"$__cs_d/cwd"
+    cd -- "$__cs_w" 2>/dev/null
+  fi
+else
+  [[ -d $__cs_d ]] || mkdir -p -- "$__cs_d"
+  compgen -e >|"$__cs_d/base"
 fi
 for __cs_n in "${!__cs_v[@]}"; do
   [[ ${!__cs_n@a} == *x* ]] && __cs_p[$__cs_n]=${!__cs_n}
   export "$__cs_n=${__cs_v[$__cs_n]}"
 done
-""" % {"names": _ALL_NAMES}
+"""
 
-# Puts back what this call's env shadowed (it is not session state), saves the exports,
-# and reports the working directory.
+# Resets the agent's shell options that would break it (set -eu, noclobber), puts back
+# what this call's env shadowed (it is not session state), saves the exports plus an
+# `unset` for each base variable the agent removed, and reports the working directory.
 _EPILOGUE = r"""__cs_save() {
-  local __cs_n
+  set +eu
+  local __cs_n __cs_b=()
   for __cs_n in "${!__cs_v[@]}"; do
     if [[ -v __cs_p[$__cs_n] ]]; then export "$__cs_n=${__cs_p[$__cs_n]}"; else unset "$__cs_n"; fi
   done
   [[ -d $__cs_d ]] || mkdir -p -- "$__cs_d"
-  { export -p; printf '__cs_k=(\n'; compgen -e; printf ')\n'; } >"$__cs_d/env"
-  printf '%s' "$PWD" >"$__cs_d/cwd"
+  [[ -r $__cs_d/base ]] && mapfile -t __cs_b <"$__cs_d/base"
+  {
+    export -p
+    for __cs_n in "${__cs_b[@]}"; do [[ ${!__cs_n@a} == *x* ]] || printf 'unset %s\n' "$__cs_n"; done
+  } >|"$__cs_d/env"
+  printf '%s' "$PWD" >|"$__cs_d/cwd"
   printf '\n%s%s%s' "$__cs_m" "$PWD" "$__cs_m" >&2
 }
 trap __cs_save EXIT
 :
 eval "$__cs_c"
 """
-
 
 
 def _one_line(script: str) -> str:
@@ -108,6 +112,9 @@ BACKGROUND_SCRIPT = _one_line(_PROLOGUE + ':\neval "$__cs_c"')
 class ShellState:
     # A nonce the agent's own output cannot guess, marking the cwd report on stderr.
     nonce: str = field(default_factory=lambda: f"\x1f__caisson_cwd_{secrets.token_hex(8)}__\x1f")
+    # Until this Session's first report, the container may hold a directory from an
+    # earlier controller (reattach); that call returns to it.
+    synced: bool = False
 
 
 def shell_state(session: Session) -> ShellState:
@@ -214,7 +221,8 @@ def process_result(
         **(extra or {}),
     }
     truncation = (
-        {"stdout_total": res.stdout_total, "stderr_total": err_total, "stdout_max": stdout_max, "stderr_max": stderr_max}
+        {"stdout_total": res.stdout_total, "stderr_total": err_total,
+         "stdout_max": stdout_max, "stderr_max": stderr_max}
         if truncated
         else None
     )
@@ -307,24 +315,29 @@ async def bash(session: Session, args: BashInput) -> ToolResult:
         ), note)
 
     pairs = [item for kv in env.items() for item in kv]
+    resume = "0" if explicit or state.synced else "1"
 
     async def run_persistent(where: str) -> ExecResult:
         return await session.exec(
-            ["bash", "-c", PERSISTENT_SCRIPT, "bash", STATE_DIR, state.nonce, args.command, *pairs],
+            ["bash", "-c", PERSISTENT_SCRIPT, "bash", STATE_DIR, state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.timeout,
             stdout_max=args.stdout_max, stderr_max=args.stderr_max + REPORT_ROOM,
         )
 
     res, note = await _exec_with_cwd_fallback(session, run_persistent, cwd, explicit)
     stderr, reported = take_report(res.stderr, state.nonce)
+    report_len = len(res.stderr.encode()) - len(stderr.encode())
+    if reported is None and res.stderr_truncated and not res.timed_out:
+        # The report was cut off with the rest of stderr; the state file still has it.
+        reported = await _saved_cwd(session)
+        if reported is not None:
+            report_len = 1 + 2 * len(state.nonce.encode()) + len(reported.encode())
     if reported is not None:
         session.cwd = reported
-    elif res.stderr_truncated:
-        # The report was cut off with the rest of stderr; the state file still has it.
-        session.cwd = await _saved_cwd(session) or session.cwd
+        state.synced = True
     elif explicit:
         session.cwd = cwd
-    stderr_total = res.stderr_total - (len(res.stderr.encode()) - len(stderr.encode()))
+    stderr_total = res.stderr_total - report_len
     result = process_result(
         res, stdout_max=args.stdout_max, stderr_max=args.stderr_max, stderr=stderr,
         stderr_total=stderr_total, timeout=args.timeout, extra={"cwd": session.cwd},
@@ -350,13 +363,15 @@ async def _background(
     session: Session, args: BashInput, cwd: str, env: dict[str, str], stateless: bool, explicit: bool
 ) -> ToolResult:
     name = args.command if len(args.command) <= 500 else args.command[:497] + "..."
+    state = shell_state(session)
+    resume = "0" if explicit or state.synced else "1"
 
     async def run(where: str) -> SpawnResult:
         if stateless:
             return await session.spawn(args.command, cwd=where, env=env, timeout=args.background_timeout, name=name)
         pairs = [item for kv in env.items() for item in kv]
         return await session.spawn(
-            ["bash", "-c", BACKGROUND_SCRIPT, "bash", STATE_DIR, shell_state(session).nonce, args.command, *pairs],
+            ["bash", "-c", BACKGROUND_SCRIPT, "bash", STATE_DIR, state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.background_timeout, name=name,
         )
 

@@ -144,7 +144,7 @@ class TaskInputInput(ToolInput):
 @tool(
     "task_input",
     TaskInputInput,
-    level=Level.CAUTIOUS,
+    level=Level.DANGEROUS,
     access="execute",
     snippet="Write text to a background task's stdin, optionally closing it",
 )
@@ -186,7 +186,10 @@ async def task_kill(session: Session, args: TaskKillInput) -> ToolResult:
             raise ToolError("invalid_signal", exc.message) from None
         raise
     state = describe_status(status.running, status.exit_code, status.signal, status.timed_out)
-    text = f"Sent {args.signal} to task {args.task_id}; it is {state}." if status.running else f"Task {args.task_id} {state}."
+    if status.running:
+        text = f"Sent {args.signal} to task {args.task_id}; it is {state}."
+    else:
+        text = f"Task {args.task_id} {state}."
     return ToolResult.success(text, {"task_id": args.task_id, **_status_fields(status)})
 
 

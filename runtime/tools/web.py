@@ -242,7 +242,8 @@ def _request(target: Target, address: str, settings: WebSettings, deadline: floa
     conn: http.client.HTTPConnection
     if target.scheme == "https":
         # SNI and certificate checks use the host name; the socket goes to the checked address.
-        conn = http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=ssl.create_default_context())
+        context = ssl.create_default_context()
+        conn = http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=context)
     else:
         conn = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
     conn._create_connection = lambda addr, t=None, src=None: socket.create_connection(  # type: ignore[attr-defined]
@@ -294,7 +295,7 @@ async def fetch(url: str, settings: WebSettings) -> Response:
                 response = await anyio.to_thread.run_sync(
                     _request, target, address, settings, deadline, abandon_on_cancel=True
                 )
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise FetchRefused(f"timed out after {settings.timeout:g} s fetching {current}") from None
         except (OSError, http.client.HTTPException) as exc:
             raise FetchRefused(f"cannot fetch {current}: {exc}") from None
@@ -310,7 +311,7 @@ async def fetch(url: str, settings: WebSettings) -> Response:
 
 VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"})
 SKIP = frozenset(
-    {"script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "head", "button",
+    {"script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "head", "title", "button",
      "select", "textarea", "input", "math"}
 )
 BOILERPLATE = frozenset({"nav", "aside", "footer"})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, start_daemon
+from daemon_client import Client, start_daemon
 
 
 def sha(data: bytes) -> str:

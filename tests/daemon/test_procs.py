@@ -1,13 +1,14 @@
 """exec, background tasks and process-tree killing."""
 
 import os
+import pwd
 import time
 from pathlib import Path
 from typing import List, Tuple
 
 import pytest
 
-from conftest import Client, marked_pids, wait_for
+from daemon_client import ROOT, Client, marked_pids, start_daemon, wait_for
 
 
 def cmdline_pids(*needles: str) -> List[int]:
@@ -55,10 +56,15 @@ def test_exec_killed_by_signal(daemon: Client) -> None:
 
 
 def test_exec_env_and_cwd(daemon: Client, tmp_path: Path) -> None:
-    result, out, _ = daemon.run("pwd; echo $FOO; echo ${HOME:-unset}; echo ${DAEMON_TEST_MARK:+kept}; echo ${CAISSON_WORKSPACE:-hidden}")
-    assert out.decode().split("\n")[:5] == [str(daemon.workspace), "", os.path.expanduser("~root") if os.geteuid() == 0 else out.decode().split("\n")[2], "kept", "hidden"]
-    result, out, _ = daemon.run("pwd; echo $FOO; echo ${DAEMON_TEST_MARK:-unset}", cwd=str(tmp_path), env={"FOO": "bar", "DAEMON_TEST_MARK": None})
-    assert out == ("%s\nbar\nunset\n" % tmp_path).encode()
+    script = "pwd; echo $FOO; echo $HOME $USER; echo ${DAEMON_TEST_MARK:+inherited}; echo ${CAISSON_WORKSPACE:-hidden}"
+    _, out, _ = daemon.run(script)
+    me = pwd.getpwuid(os.geteuid())
+    expected = [str(daemon.workspace), "", "%s %s" % (me.pw_dir, me.pw_name), "inherited", "hidden"]
+    assert out.decode().splitlines() == expected
+
+    env = {"FOO": "bar", "DAEMON_TEST_MARK": None}  # null unsets a variable
+    _, out, _ = daemon.run("pwd; echo $FOO; echo ${DAEMON_TEST_MARK:-unset}", cwd=str(tmp_path), env=env)
+    assert out.decode().splitlines() == [str(tmp_path), "bar", "unset"]
     assert daemon.error("exec", command="true", cwd=str(tmp_path / "missing")).code == "not_found"
     assert daemon.error("exec", command="true", cwd="relative").code == "bad_request"
     assert daemon.error("exec", command="true", env={"A": 1}).code == "bad_request"
@@ -69,12 +75,10 @@ def test_exec_as_other_user(daemon: Client) -> None:
     result, out, _ = daemon.run("id -u; id -g; echo $HOME $USER", user=1000)
     uid_line, gid_line, rest = out.decode().splitlines()
     assert (uid_line, gid_line) == ("1000", "1000")
-    import pwd
-
     try:
         entry = pwd.getpwuid(1000)
         assert rest == "%s %s" % (entry.pw_dir, entry.pw_name)
-    except KeyError:
+    except KeyError:  # a uid without a passwd entry
         assert rest == "/ 1000"
     assert daemon.run("id -u", user="root")[1] == b"0\n"
     assert daemon.error("exec", command="true", user="no-such-user-xyz").code == "bad_request"
@@ -258,3 +262,13 @@ def test_tasks_killed_when_daemon_exits(daemon: Client) -> None:
     assert wait_for(lambda: len(cmdline_pids("sleep 310", "sleep 311", "sleep 312")) == 3)
     assert daemon.close() == 0
     assert wait_for(lambda: not marked_pids(daemon.mark), timeout=3.0)
+
+
+def test_own_pythonpath_entry_not_inherited(tmp_path: Path) -> None:
+    client = start_daemon(tmp_path, env={"PYTHONPATH": "%s:/opt/other" % ROOT})
+    try:
+        client.call("ping")
+        _, blob = client.call("exec", command="echo $PYTHONPATH")
+        assert blob == b"/opt/other\n"
+    finally:
+        assert client.close() == 0

@@ -1,10 +1,15 @@
 """Framing, dispatch, concurrency and lifetime of the daemon."""
 
+import os
+import shutil
 import struct
+import tempfile
 import time
 from pathlib import Path
 
-from conftest import Client, start_daemon
+import pytest
+
+from daemon_client import Client, marked_pids, start_daemon
 from sandbox.protocol import encode_frame
 
 
@@ -97,3 +102,64 @@ def test_latency(daemon: Client) -> None:
     exec_true = (time.perf_counter() - started) / 200
     assert ping < 0.005, ping
     assert exec_true < 0.05, exec_true
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_agent_user_without_passwd_entry_falls_back_to_uid_1000(tmp_path: Path) -> None:
+    client = start_daemon(tmp_path, env={"CAISSON_AGENT_USER": "no-such-agent-user"})
+    try:
+        client.call("ping")
+        assert client.workspace.stat().st_uid == 1000  # created for the agent
+        _, blob = client.call("exec", command="id -u; id -g; echo $HOME")
+        assert blob == b"1000\n1000\n%s\n" % str(client.workspace).encode()
+        client.call("write", b"x", path=str(client.workspace / "f"), owner="no-such-agent-user")
+        assert (client.workspace / "f").stat().st_uid == 1000
+        assert client.error("write", b"x", path=str(client.workspace / "g"), owner="other-unknown").code == "bad_request"
+    finally:
+        assert client.close() == 0
+
+
+def _become_1000() -> None:
+    os.setgroups([1000])
+    os.setgid(1000)
+    os.setuid(1000)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a daemon as another user")
+def test_unprivileged_daemon(tmp_path: Path) -> None:
+    # pytest's tmp_path sits below a root-only directory: use a shared one.
+    shared = Path(tempfile.mkdtemp(prefix="caisson-test-"))
+    shared.chmod(0o777)
+    env = {"CAISSON_AGENT_USER": "", "CAISSON_WORKSPACE": str(shared / "ws")}
+    python = "/usr/bin/python3"  # the test's own interpreter may live in root's home
+    if not os.access(python, os.X_OK):
+        pytest.skip("no system python3 for an unprivileged daemon")
+    client = start_daemon(tmp_path, env=env, preexec_fn=_become_1000, python=python)
+    try:
+        assert client.call("ping")[0]["uid"] == 1000
+        _, blob = client.call("exec", command="id -u")
+        assert blob == b"1000\n"  # runs commands as itself
+        assert client.error("exec", command="id -u", user="root").code == "permission_denied"
+        assert client.error("write", b"x", path="/root/forbidden").code == "permission_denied"
+        client.call("write", b"x", path=str(client.workspace / "mine"), owner=1000)
+        assert (client.workspace / "mine").stat().st_uid == 1000
+    finally:
+        assert client.close() == 0
+        shutil.rmtree(str(shared))
+
+
+def test_idle_timeout_ends_the_daemon(tmp_path: Path) -> None:
+    client = start_daemon(tmp_path, env={"CAISSON_IDLE_TIMEOUT": "0.5"})
+    client.call("spawn", argv=["sleep", "314"])  # a running task is not activity
+    _, blob = client.call("exec", command="sleep 0.8; echo busy")  # a request in flight is
+    assert blob == b"busy\n"
+    started = time.monotonic()
+    assert client.proc.wait(5) == 0
+    assert 0.3 < time.monotonic() - started < 2.0
+    assert not marked_pids(client.mark)
+
+
+def test_expiry_ends_the_daemon(tmp_path: Path) -> None:
+    client = start_daemon(tmp_path, env={"CAISSON_EXPIRES": "%.3f" % (time.time() + 0.7)})
+    client.call("ping")
+    assert client.proc.wait(5) == 0

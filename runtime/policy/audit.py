@@ -1,0 +1,415 @@
+"""The audit log: one structured event per tool call, written off the call's path.
+
+``record()`` only enqueues; a background thread renders each event through structlog as one
+JSON line and inserts it into an embedded SQLite store, which ``query()`` reads. Arguments
+are never stored: an event keeps their SHA-256 (canonical JSON) and a short redacted
+preview. Both can be computed by the writer thread (``record(event, args=...)``) so that
+hashing a large file write costs the caller nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .levels import Level
+
+if TYPE_CHECKING:
+    from .engine import CallRequest, Decision
+
+_stdlib_log = logging.getLogger("caisson.audit")
+
+DecisionName = Literal["allow", "warn", "approved", "denied"]
+
+
+# --------------------------------------------------------------------------- redaction
+
+_MASK = "***"
+# Keys whose values are secrets whatever they look like (camelCase is split first).
+_SECRET_KEY_RE = re.compile(
+    r"(?:^|_)(?:password|passwd|passphrase|pwd|secret|secrets|token|tokens|api_?key|apikey|access_?key|"
+    r"secret_?key|private_?key|auth|authorization|credential|credentials|cookie|cookies|session_?token|"
+    r"client_?secret|signature|bearer)(?:_|$)"
+)
+_VALUE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.S), "[REDACTED PRIVATE KEY]"),
+    (re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|x-auth-token|cookie|set-cookie)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?[^\s'\"]+"), r"\1\2\3 ***"),
+    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 ***"),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), "***AWS-KEY-ID***"),
+    (re.compile(r"(?i)(aws_secret_access_key|aws_session_token|secret_access_key)(['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9/+=]{16,}"), r"\1\2***"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), _MASK),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), _MASK),
+    (re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), _MASK),
+    (re.compile(r"\b(?:rk|pk|sk)_(?:live|test)_[A-Za-z0-9]{16,}"), _MASK),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), _MASK),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), _MASK),
+    (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), _MASK),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "***JWT***"),
+    # user:password@ in URLs.
+    (re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), r"\1***@"),
+    # NAME=value / "name": "value" / --name=value where the name says secret.
+    (re.compile(
+        r"(?i)([A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+        r"private[_-]?key|credential|client[_-]?secret)[A-Za-z0-9_.-]*['\"]?\s*[:=]\s*)(['\"]?)[^\s'\"&;,]+"
+    ), r"\1\2***"),
+    # --password value (separate argument).
+    (re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api-key|apikey|access-key)\s+)(['\"]?)[^\s'\"]+"), r"\1\2***"),
+)
+_PREVIEW_LIMIT = 240
+_VALUE_LIMIT = 120
+# Redact a little more than is shown, so a secret that straddles the cut is still recognised.
+_REDACT_WINDOW = 512
+
+
+def redact_text(text: str) -> str:
+    """Mask tokens, keys, passwords, bearer headers, AWS keys, private key blocks…"""
+    for pattern, replacement in _VALUE_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _secret_key(key: str) -> bool:
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower().replace("-", "_")
+    return _SECRET_KEY_RE.search(snake) is not None
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    if depth > 6:
+        return "…"
+    if isinstance(value, Mapping):
+        return {
+            redact_text(str(k))[:_VALUE_LIMIT]: (_MASK if _secret_key(str(k)) else _redacted(v, depth + 1))
+            for k, v in list(value.items())[:50]
+        }
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, depth + 1) for v in value[:20]]
+    if isinstance(value, str):
+        shown = redact_text(value[: _VALUE_LIMIT + _REDACT_WINDOW])
+        return shown if len(shown) <= _VALUE_LIMIT else shown[:_VALUE_LIMIT] + "…"
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _redacted(str(value), depth + 1)
+
+
+def redact_preview(args: Mapping[str, Any], limit: int = _PREVIEW_LIMIT) -> str:
+    """A short, redacted JSON preview of tool arguments for logs and approval prompts."""
+    text = json.dumps(_redacted(args), ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def canonical_json(args: Any) -> str:
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def args_digest(args: Any) -> str:
+    """SHA-256 (hex) of the arguments' canonical JSON (sorted keys, no whitespace, UTF-8)."""
+    return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- events
+
+
+class AuditEvent(BaseModel):
+    """One tool call: who, what, which level, which decision and why, and how it went."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    tenant: str = "default"
+    session_id: str
+    call_id: str
+    tool: str
+    tool_alias: str | None = None
+    level: Level
+    decision: DecisionName
+    rule: str | None = None
+    approver: str | None = None
+    args_sha256: str = ""
+    preview: str = ""
+    duration_ms: float = 0.0
+    # ok / error / denied / timeout / cancelled: what happened after the decision.
+    outcome: str = "ok"
+    bytes_in: int = 0
+    bytes_out: int = 0
+    message: str | None = None
+
+    @field_validator("time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    @classmethod
+    def for_call(
+        cls,
+        req: CallRequest,
+        decision: Decision,
+        *,
+        outcome: str | None = None,
+        duration_ms: float = 0.0,
+        bytes_in: int = 0,
+        bytes_out: int = 0,
+        message: str | None = None,
+        time: datetime | None = None,
+    ) -> AuditEvent:
+        """An event for a decided call; the digest and preview are left to ``record(args=)``."""
+        return cls(
+            time=time or datetime.now(UTC),
+            tenant=req.tenant,
+            session_id=req.session_id,
+            call_id=req.call_id,
+            tool=req.tool,
+            tool_alias=req.tool_alias,
+            level=decision.level,
+            decision=decision.outcome,
+            rule=decision.rule,
+            approver=decision.approver,
+            duration_ms=duration_ms,
+            outcome=outcome or ("ok" if decision.allowed else "denied"),
+            bytes_in=bytes_in,
+            bytes_out=bytes_out,
+            message=message if message is not None else (decision.message or None),
+        )
+
+
+_COLUMNS = tuple(AuditEvent.model_fields)
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS audit_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL, tenant TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL,
+    tool TEXT NOT NULL, tool_alias TEXT, level TEXT NOT NULL, decision TEXT NOT NULL, rule TEXT,
+    approver TEXT, args_sha256 TEXT NOT NULL, preview TEXT NOT NULL, duration_ms REAL NOT NULL,
+    outcome TEXT NOT NULL, bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, message TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_session_time ON audit_events (session_id, time);
+CREATE INDEX IF NOT EXISTS audit_time ON audit_events (time);
+CREATE INDEX IF NOT EXISTS audit_tool ON audit_events (tool);
+"""
+
+
+def _time_key(value: datetime) -> str:
+    """Fixed-width UTC ISO text, so that SQLite compares times as strings correctly."""
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _add_severity(_logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    event_dict["severity"] = method_name
+    return event_dict
+
+
+_STOP = object()
+
+
+class AuditLog:
+    """Audit events to a JSON-lines file and/or an SQLite database, written by one thread."""
+
+    def __init__(self, jsonl_path: str | os.PathLike[str] | None, sqlite_path: str | os.PathLike[str] | None) -> None:
+        if jsonl_path is None and sqlite_path is None:
+            raise ValueError("AuditLog needs a JSON-lines path, an SQLite path or both")
+        self.jsonl_path = Path(jsonl_path) if jsonl_path is not None else None
+        self.sqlite_path = Path(sqlite_path) if sqlite_path is not None else None
+        self.write_errors = 0
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=65536)
+        self._closed = False
+        self._file: TextIO | None = None
+        if self.jsonl_path is not None:
+            self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
+            # Previews are redacted, but an audit trail is still nobody else's business.
+            fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
+        if self.sqlite_path is not None:
+            self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as conn:
+                conn.executescript(_SCHEMA)
+            os.chmod(self.sqlite_path, 0o600)
+        self._logger = structlog.wrap_logger(
+            structlog.WriteLogger(self._file) if self._file is not None else structlog.ReturnLogger(),
+            processors=[_add_severity, structlog.processors.JSONRenderer(sort_keys=False, ensure_ascii=False)],
+            wrapper_class=structlog.BoundLogger,
+            cache_logger_on_first_use=True,
+        )
+        self._thread = threading.Thread(target=self._run, name="caisson-audit", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def in_directory(cls, directory: str | os.PathLike[str]) -> AuditLog:
+        """The default layout: audit.jsonl and audit.sqlite3 in ``directory``."""
+        d = Path(directory)
+        return cls(d / "audit.jsonl", d / "audit.sqlite3")
+
+    # ------------------------------------------------------------------ writing
+
+    def record(self, event: AuditEvent, *, args: Mapping[str, Any] | None = None) -> None:
+        """Enqueue an event. With ``args`` the writer thread fills in the digest and preview;
+        the caller must not mutate ``args`` afterwards."""
+        if self._closed:
+            raise RuntimeError("audit log is closed")
+        self._queue.put((event, args))
+
+    def flush(self) -> None:
+        """Block until every event recorded so far is written."""
+        self._queue.join()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join()
+        if self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        assert self.sqlite_path is not None
+        conn = sqlite3.connect(self.sqlite_path, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _run(self) -> None:
+        conn = self._connect() if self.sqlite_path is not None else None
+        try:
+            while True:
+                batch = [self._queue.get()]
+                while len(batch) < 512:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = any(item is _STOP for item in batch)
+                events = [self._finish(*item) for item in batch if item is not _STOP]
+                try:
+                    self._write(events, conn)
+                except Exception:  # keep auditing after a transient failure (disk full …)
+                    self.write_errors += 1
+                    _stdlib_log.exception("writing %d audit events failed", len(events))
+                for _ in batch:
+                    self._queue.task_done()
+                if stop:
+                    return
+        finally:
+            if conn is not None:
+                conn.close()
+
+    @staticmethod
+    def _finish(event: AuditEvent, args: Mapping[str, Any] | None) -> AuditEvent:
+        update: dict[str, Any] = {}
+        if args is not None:
+            update["args_sha256"] = args_digest(args)
+            update["preview"] = redact_preview(args)
+        if event.message:
+            update["message"] = redact_text(event.message)
+        return event.model_copy(update=update) if update else event
+
+    def _write(self, events: list[AuditEvent], conn: sqlite3.Connection | None) -> None:
+        rows = []
+        for event in events:
+            data = event.model_dump(mode="json")
+            data["time"] = _time_key(event.time)
+            if self._file is not None:
+                severity = "warning" if event.decision in ("warn", "denied") or event.outcome != "ok" else "info"
+                getattr(self._logger, severity)("tool_call", **data)
+            rows.append(tuple(data[c] for c in _COLUMNS))
+        if conn is not None and rows:
+            placeholders = ",".join("?" * len(_COLUMNS))
+            with conn:
+                conn.executemany(f"INSERT INTO audit_events ({','.join(_COLUMNS)}) VALUES ({placeholders})", rows)
+
+    # ------------------------------------------------------------------ reading
+
+    def query(
+        self,
+        session: str | None = None,
+        tool: str | None = None,
+        decision: str | None = None,
+        since: datetime | None = None,
+        *,
+        tenant: str | None = None,
+        limit: int = 100,
+    ) -> list[AuditEvent]:
+        """The most recent ``limit`` events matching every given filter, oldest first.
+        ``tool`` matches the canonical name or the profile's name."""
+        if self.sqlite_path is None:
+            return self._query_jsonl(session, tool, decision, since, tenant, limit)
+        clauses, params = _filters(session, tool, decision, since, tenant)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT {','.join(_COLUMNS)} FROM audit_events {where} ORDER BY id DESC LIMIT ?"
+        conn = sqlite3.connect(self.sqlite_path, timeout=30)
+        try:
+            rows = conn.execute(sql, (*params, limit)).fetchall()
+        finally:
+            conn.close()
+        return [AuditEvent.model_validate(dict(zip(_COLUMNS, row))) for row in reversed(rows)]
+
+    def _query_jsonl(
+        self, session: str | None, tool: str | None, decision: str | None, since: datetime | None, tenant: str | None, limit: int
+    ) -> list[AuditEvent]:
+        matched: list[AuditEvent] = []
+        for event in self._read_jsonl():
+            if session is not None and event.session_id != session:
+                continue
+            if tool is not None and tool not in (event.tool, event.tool_alias):
+                continue
+            if decision is not None and event.decision != decision:
+                continue
+            if tenant is not None and event.tenant != tenant:
+                continue
+            if since is not None and _time_key(event.time) < _time_key(since):
+                continue
+            matched.append(event)
+        return matched[-limit:] if limit > 0 else []
+
+    def _read_jsonl(self) -> Iterator[AuditEvent]:
+        assert self.jsonl_path is not None
+        if not self.jsonl_path.exists():
+            return
+        with self.jsonl_path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                data = json.loads(line)
+                yield AuditEvent.model_validate({k: v for k, v in data.items() if k in _COLUMNS})
+
+
+def _filters(
+    session: str | None, tool: str | None, decision: str | None, since: datetime | None, tenant: str | None
+) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if session is not None:
+        clauses.append("session_id = ?")
+        params.append(session)
+    if tool is not None:
+        clauses.append("(tool = ? OR tool_alias = ?)")
+        params += [tool, tool]
+    if decision is not None:
+        clauses.append("decision = ?")
+        params.append(decision)
+    if tenant is not None:
+        clauses.append("tenant = ?")
+        params.append(tenant)
+    if since is not None:
+        clauses.append("time >= ?")
+        params.append(_time_key(since))
+    return clauses, params

@@ -1,0 +1,517 @@
+"""The decision procedure every tool call goes through before the container sees it.
+
+Order of precedence (the first that applies decides):
+
+1. a known-destructive command (or, for ``exec``, shell metacharacters): denied, always;
+2. an effective level above ``max_level``: denied;
+3. a ``deny`` rule;
+4. a path outside the workspace roots, or a secret file read: denied unless an allow rule
+   whose ``path`` matches that path, or a path grant, lifts it;
+5. an ``ask`` rule: approval needed (grants, then the approval handler);
+6. ``allow`` rules: allowed (for bash, only the commands they cover);
+7. the level: up to ``auto_approve`` allowed (safe silently, cautious with a warning,
+   dangerous only under auto_approve_all); above it, approval needed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from .audit import redact_preview
+from .bash import BashClassification, check_exec_metacharacters, classify_bash
+from .grants import Grant, GrantStore, TargetType
+from .levels import GrantLevel, Level, default_level
+from .model import Access, Effect, Policy, Rule
+from .paths import glob_match, is_secret, is_within, matches_any, normalize
+
+_log = structlog.get_logger("caisson.policy")
+
+Outcome = Literal["allow", "warn", "approved", "denied"]
+
+ACCESS_GRANT_LEVEL: dict[str, GrantLevel] = {
+    "read": GrantLevel.READ,
+    "write": GrantLevel.WRITE,
+    "execute": GrantLevel.EXECUTE,
+    "delete": GrantLevel.ADMIN,
+    "network": GrantLevel.READ,
+}
+
+
+class ResolvedPath(BaseModel):
+    """A path as the agent asked for it and as resolved inside the container (realpath,
+    symlinks followed), both computed by the caller."""
+
+    model_config = ConfigDict(frozen=True)
+
+    requested: str
+    resolved: str
+
+
+class CallRequest(BaseModel):
+    """One tool call, as the policy sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str = "default"
+    session_id: str
+    call_id: str
+    tool: str
+    tool_alias: str | None = None
+    # Declared level of the tool; None means the default table (policy.tool_levels wins).
+    level: Level | None = None
+    args: dict[str, Any] = {}
+    paths: list[ResolvedPath] = []
+    # Set for calls whose command line is classified (bash); its level replaces the declared one.
+    command: str | None = None
+    # The shell's working directory in the container, to place relative write targets.
+    cwd: str | None = None
+    # Host of a network call (web_fetch), for domain grants.
+    domain: str | None = None
+    access: Access = "read"
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    allowed: bool
+    outcome: Outcome
+    level: Level
+    rule: str | None = None
+    approver: str | None = None
+    message: str = ""
+    reasons: list[str] = []
+    destructive: str | None = None
+    # Session grants created by this decision (an "allow for the session" answer).
+    grants: list[Grant] = []
+
+
+class ApprovalRequest(BaseModel):
+    """What the embedding program is asked to approve."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["call", "permission"] = "call"
+    tenant: str
+    session_id: str
+    call_id: str
+    tool: str
+    tool_alias: str | None = None
+    level: Level
+    rule: str | None = None
+    reasons: list[str] = []
+    command: str | None = None
+    paths: list[str] = []
+    domain: str | None = None
+    access: Access | None = None
+    preview: str = ""
+    # The grants an "allow_session" answer creates unless the answer names its own.
+    suggested_grants: list[Grant] = []
+    # For ask_for_permissions: the agent's description and reason.
+    description: str | None = None
+    reason: str | None = None
+
+
+class ApprovalAnswer(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    decision: Literal["allow_once", "allow_session", "deny"]
+    message: str | None = None
+    approver: str | None = None
+    # Scope of an allow_session answer; None means the request's suggested grants.
+    grants: list[Grant] | None = None
+
+    @classmethod
+    def allow_once(cls, approver: str | None = None) -> ApprovalAnswer:
+        return cls(decision="allow_once", approver=approver)
+
+    @classmethod
+    def allow_session(cls, approver: str | None = None, grants: list[Grant] | None = None) -> ApprovalAnswer:
+        return cls(decision="allow_session", approver=approver, grants=grants)
+
+    @classmethod
+    def deny(cls, message: str | None = None, approver: str | None = None) -> ApprovalAnswer:
+        return cls(decision="deny", message=message, approver=approver)
+
+
+ApprovalHandler = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
+
+
+class PermissionAnswer(BaseModel):
+    """Result of :meth:`PolicyEngine.request_permission` (the ask_for_permissions tool)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    granted: bool
+    scope: Literal["once", "session"] | None = None
+    message: str | None = None
+    grant: Grant | None = None
+
+
+class _Call:
+    """Per-call facts computed once."""
+
+    def __init__(self, req: CallRequest) -> None:
+        self.req = req
+        self.paths = [(normalize(p.requested), normalize(p.resolved)) for p in req.paths]
+        self.bash: BashClassification | None = None
+        self.reasons: list[str] = []
+        self.need = ACCESS_GRANT_LEVEL[req.access]
+
+
+class PolicyEngine:
+    """Decides tool calls for one session against ``policy``, remembering grants in ``grants``."""
+
+    def __init__(self, policy: Policy, grants: GrantStore, approval_handler: ApprovalHandler | None = None) -> None:
+        self.policy = policy
+        self.grants = grants
+        self.approval_handler = approval_handler
+
+    # ------------------------------------------------------------------ decide
+
+    async def decide(self, req: CallRequest) -> Decision:
+        p = self.policy
+        call = _Call(req)
+        level = p.tool_levels.get(req.tool) or req.level or default_level(req.tool)
+
+        if req.command is not None:
+            if req.tool == "exec":
+                problem = check_exec_metacharacters(req.command)
+                if problem:
+                    return _deny(level, "exec:metacharacters", problem)
+            call.bash = classify_bash(
+                req.command,
+                cwd=req.cwd,
+                workspace_roots=p.workspace_roots,
+                secret_patterns=p.secret_patterns,
+                secret_exceptions=p.secret_exceptions,
+                protected_paths=p.protected_paths,
+            )
+            level = call.bash.level
+            call.reasons.extend(call.bash.reasons)
+            if call.bash.destructive:
+                return _deny(
+                    level,
+                    f"destructive:{call.bash.destructive}",
+                    f"Refusing to run a known-destructive command ({call.bash.destructive}).",
+                    call.reasons,
+                    destructive=call.bash.destructive,
+                )
+
+        if req.access in ("write", "delete"):
+            for _, resolved in call.paths:
+                hit = matches_any(p.protected_paths, resolved)
+                if hit:
+                    level = Level.DANGEROUS
+                    call.reasons.append(f"writes {resolved}, a protected path ({hit})")
+
+        if level > p.max_level:
+            return _deny(level, "max_level", f"{level} calls are not allowed in this session (max_level is {p.max_level}).", call.reasons)
+
+        matched: list[tuple[str, Rule, set[int] | None]] = []
+        for index, rule in enumerate(p.rules):
+            hit, covered = self._rule_matches(rule, call)
+            if hit:
+                matched.append((p.rule_name(index), rule, covered))
+
+        for name, rule, _ in matched:
+            if rule.effect is Effect.DENY:
+                return _deny(level, name, rule.message or f"Denied by policy rule {name}.", call.reasons)
+
+        allows = [(name, rule, covered) for name, rule, covered in matched if rule.effect is Effect.ALLOW]
+        denial = self._confinement(call, allows, level)
+        if denial is not None:
+            return denial
+
+        ask = next(((name, rule) for name, rule, _ in matched if rule.effect is Effect.ASK), None)
+        if ask is not None:
+            return await self._approval(call, level, ask[0])
+
+        auto = p.effective_auto_approve
+        if allows:
+            name = allows[0][0]
+            residual = self._residual_level(call, allows)
+            if residual <= auto:
+                return Decision(
+                    allowed=True,
+                    outcome="allow" if level is Level.SAFE else "warn",
+                    level=level,
+                    rule=name,
+                    message=f"Allowed by policy rule {name}.",
+                    reasons=call.reasons,
+                )
+            call.reasons.append(f"rule {name} covers only part of the command; the rest is {residual}")
+            return await self._approval(call, level, f"level:{residual}")
+
+        if level <= auto:
+            if level is Level.DANGEROUS:
+                approver = "AUTO_APPROVE_ALL" if p.auto_approve_all else "policy:auto_approve"
+                return Decision(allowed=True, outcome="approved", level=level, rule="auto_approve", approver=approver, reasons=call.reasons)
+            outcome: Outcome = "allow" if level is Level.SAFE else "warn"
+            return Decision(allowed=True, outcome=outcome, level=level, rule="auto_approve", reasons=call.reasons)
+        return await self._approval(call, level, f"level:{level}")
+
+    # ------------------------------------------------------------------ rules
+
+    def _rule_matches(self, rule: Rule, call: _Call) -> tuple[bool, set[int] | None]:
+        """Whether ``rule`` applies; for command allow rules also which bash segments it
+        covers (None: the whole call)."""
+        req = call.req
+        if rule.tool and not (
+            fnmatchcase(req.tool, rule.tool) or (req.tool_alias is not None and fnmatchcase(req.tool_alias, rule.tool))
+        ):
+            return False, None
+        if rule.access and req.access not in rule.access:
+            return False, None
+        if rule.path:
+            if not call.paths:
+                return False, None
+            if rule.effect is Effect.ALLOW:
+                if not all(glob_match(rule.path, resolved) for _, resolved in call.paths):
+                    return False, None
+            elif not any(glob_match(rule.path, p) for pair in call.paths for p in pair):
+                return False, None
+        if rule.command is None and rule.command_regex is None:
+            return True, None
+        if req.command is None:
+            return False, None
+        segments = call.bash.segments if call.bash is not None else []
+        hits = {i for i, seg in enumerate(segments) if _command_rule_matches(rule, seg.text)}
+        if rule.effect is Effect.ALLOW:
+            return (True, hits) if hits else (False, None)
+        whole = " ".join(req.command.split())
+        return (bool(hits) or _command_rule_matches(rule, whole)), None
+
+    def _residual_level(self, call: _Call, allows: list[tuple[str, Rule, set[int] | None]]) -> Level:
+        """Level left once allow rules have covered what they match."""
+        if call.bash is None or any(covered is None for _, _, covered in allows):
+            return Level.SAFE
+        covered: set[int] = set().union(*(c for _, _, c in allows if c is not None))
+        uncovered = [seg.level for i, seg in enumerate(call.bash.segments) if i not in covered]
+        return max([call.bash.residual, *uncovered])
+
+    # ------------------------------------------------------------------ confinement
+
+    def _confinement(self, call: _Call, allows: list[tuple[str, Rule, set[int] | None]], level: Level) -> Decision | None:
+        p = self.policy
+        req = call.req
+        path_allows = [(name, rule) for name, rule, _ in allows if rule.path]
+        for requested, resolved in call.paths:
+            lifted = next((name for name, rule in path_allows if glob_match(rule.path or "", resolved)), None)
+            outside = not is_within(resolved, p.workspace_roots) or (
+                requested.startswith("/") and not is_within(requested, p.workspace_roots)
+            )
+            if outside and lifted is None and not self._path_grant(resolved, call.need):
+                return _deny(
+                    level,
+                    "workspace_roots",
+                    f"Path {resolved} is outside the workspace ({', '.join(p.workspace_roots)}).",
+                    call.reasons,
+                )
+            if req.access == "read":
+                secret = is_secret(resolved, p.secret_patterns, p.secret_exceptions) or (
+                    is_secret(requested, p.secret_patterns, p.secret_exceptions)
+                )
+                if secret and lifted is None and not self._path_grant(resolved, call.need):
+                    return _deny(
+                        level,
+                        "secret_files",
+                        f"Refusing to read {resolved}: it matches the secret-file pattern {secret!r}. Reading secrets is not permitted.",
+                        call.reasons,
+                    )
+        return None
+
+    def _path_grant(self, path: str, need: GrantLevel) -> Grant | None:
+        return self.grants.match("path", path, need, consume=True)
+
+    # ------------------------------------------------------------------ approval
+
+    def _grant_target(self, call: _Call) -> list[tuple[TargetType, str, GrantLevel]]:
+        req = call.req
+        if req.command is not None:
+            return [("command", req.command.strip(), GrantLevel.EXECUTE)]
+        if call.paths:
+            return [("path", resolved, call.need) for _, resolved in call.paths]
+        if req.domain:
+            return [("domain", req.domain, call.need)]
+        return [("tool", req.tool, call.need)]
+
+    def _existing_grant(self, call: _Call) -> Grant | None:
+        targets = self._grant_target(call)
+        # Check without consuming first, so that a once-grant is only used when it decides.
+        if all(self.grants.match(t, target, need) for t, target, need in targets):
+            found = [self.grants.match(t, target, need, consume=True) for t, target, need in targets]
+            return found[0]
+        if call.bash is None or not call.bash.segments:
+            return None
+        covering = {
+            i: g
+            for i, seg in enumerate(call.bash.segments)
+            if (g := self.grants.match("command", seg.text, GrantLevel.EXECUTE)) is not None
+        }
+        if not covering:
+            return None
+        uncovered = [seg.level for i, seg in enumerate(call.bash.segments) if i not in covering]
+        if max([call.bash.residual, *uncovered]) > self.policy.effective_auto_approve:
+            return None
+        for i in covering:
+            self.grants.match("command", call.bash.segments[i].text, GrantLevel.EXECUTE, consume=True)
+        return next(iter(covering.values()))
+
+    def _suggested_grants(self, call: _Call) -> list[Grant]:
+        req = call.req
+        return [
+            Grant(target_type=t, target=target, level=need, description=f"{req.tool_alias or req.tool}: approved for the session")
+            for t, target, need in self._grant_target(call)
+        ]
+
+    async def _approval(self, call: _Call, level: Level, rule: str) -> Decision:
+        req = call.req
+        grant = self._existing_grant(call)
+        if grant is not None:
+            return Decision(
+                allowed=True, outcome="approved", level=level, rule=rule, approver=f"grant:{grant.id}",
+                message="Approved by a session grant.", reasons=call.reasons,
+            )
+        why = f"needs approval ({rule})"
+        if self.approval_handler is None:
+            return _deny(level, rule, f"This call {why}, and no approval handler is configured.", call.reasons)
+        suggested = self._suggested_grants(call)
+        request = ApprovalRequest(
+            tenant=req.tenant,
+            session_id=req.session_id,
+            call_id=req.call_id,
+            tool=req.tool,
+            tool_alias=req.tool_alias,
+            level=level,
+            rule=rule,
+            reasons=call.reasons,
+            command=req.command,
+            paths=[resolved for _, resolved in call.paths],
+            domain=req.domain,
+            access=req.access,
+            preview=redact_preview(req.args),
+            suggested_grants=suggested,
+        )
+        answer = await self._ask(request)
+        if isinstance(answer, str):
+            return _deny(level, rule, answer, call.reasons, approver="approval_handler")
+        approver = answer.approver or "approval_handler"
+        if answer.decision == "deny":
+            return _deny(level, rule, answer.message or "Denied by the approver.", call.reasons, approver=approver)
+        created: list[Grant] = []
+        if answer.decision == "allow_session":
+            for g in answer.grants if answer.grants is not None else suggested:
+                created.append(self.grants.add(g.model_copy(update={"granted_by": approver})))
+        return Decision(
+            allowed=True, outcome="approved", level=level, rule=rule, approver=approver,
+            message=answer.message or "", reasons=call.reasons, grants=created,
+        )
+
+    async def _ask(self, request: ApprovalRequest) -> ApprovalAnswer | str:
+        """The handler's answer, or the reason it gave none (timeout, failure)."""
+        assert self.approval_handler is not None
+        timeout = self.policy.approval_timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await self.approval_handler(request)
+        except TimeoutError:
+            return f"No approval within {timeout:g} s; denied."
+        except Exception as exc:  # a broken handler must fail closed, not crash the session
+            _log.warning("approval_handler_failed", session=request.session_id, call_id=request.call_id, error=repr(exc))
+            return f"The approval handler failed ({type(exc).__name__}); denied."
+
+    # ------------------------------------------------------------------ ask_for_permissions
+
+    async def request_permission(
+        self,
+        grant: Grant,
+        *,
+        tenant: str,
+        session_id: str,
+        call_id: str,
+        description: str,
+        reason: str | None = None,
+        tool: str = "ask_for_permissions",
+        tool_alias: str | None = None,
+    ) -> PermissionAnswer:
+        """Back the ask_for_permissions tool: reuse a covering session grant, else ask.
+
+        ``once`` answers store a grant consumed by the first call it approves; ``session``
+        answers store it for the rest of the session.
+        """
+        existing = self.grants.covering(grant)
+        if existing is not None:
+            return PermissionAnswer(granted=True, scope="once" if existing.once else "session", grant=existing)
+        if self.approval_handler is None:
+            return PermissionAnswer(granted=False, message="No approval handler is configured; permission denied.")
+        level = Level.DANGEROUS if grant.level >= GrantLevel.EXECUTE else Level.CAUTIOUS
+        request = ApprovalRequest(
+            kind="permission",
+            tenant=tenant,
+            session_id=session_id,
+            call_id=call_id,
+            tool=tool,
+            tool_alias=tool_alias,
+            level=level,
+            command=grant.target if grant.target_type == "command" else None,
+            paths=[grant.target] if grant.target_type == "path" else [],
+            domain=grant.target if grant.target_type == "domain" else None,
+            suggested_grants=[grant],
+            description=description,
+            reason=reason,
+        )
+        answer = await self._ask(request)
+        if isinstance(answer, str):
+            return PermissionAnswer(granted=False, message=answer)
+        approver = answer.approver or "approval_handler"
+        if answer.decision == "deny":
+            return PermissionAnswer(granted=False, message=answer.message)
+        once = answer.decision == "allow_once"
+        chosen = (answer.grants or [grant])[0]
+        stored = self.grants.add(chosen.model_copy(update={"once": once, "granted_by": approver}))
+        return PermissionAnswer(granted=True, scope="once" if once else "session", message=answer.message, grant=stored)
+
+
+def _command_rule_matches(rule: Rule, text: str) -> bool:
+    if rule.command is not None:
+        prefix = " ".join(rule.command.split())
+        if text == prefix or text.startswith(prefix + " "):
+            return True
+    if rule.command_regex is not None:
+        if re.fullmatch(rule.command_regex, text, re.DOTALL):
+            return True
+    return False
+
+
+def _deny(
+    level: Level,
+    rule: str,
+    message: str,
+    reasons: list[str] | None = None,
+    *,
+    approver: str | None = None,
+    destructive: str | None = None,
+) -> Decision:
+    return Decision(
+        allowed=False, outcome="denied", level=level, rule=rule, approver=approver,
+        message=message, reasons=list(reasons or []), destructive=destructive,
+    )
+
+
+__all__ = [
+    "ApprovalAnswer",
+    "ApprovalHandler",
+    "ApprovalRequest",
+    "CallRequest",
+    "Decision",
+    "PermissionAnswer",
+    "PolicyEngine",
+    "ResolvedPath",
+]

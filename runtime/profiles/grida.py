@@ -1,0 +1,275 @@
+"""The `grida` profile: seed 002 (Grida's fundamental tools) served exactly as written.
+
+Results are Grida's objects (``text`` is their JSON): read_file gives ``{content, version}``,
+edit_file and write_file ``{ok: true, version[, occurrences]}`` or
+``{ok: false, reason, message[, current_version, occurrences]}``, list_files ``{files}``,
+grep_files ``{matches: [{path, line, text}], files_scanned}``. The version is caisson's
+freshness token, the SHA-256 of the content (a string); an edit or write that passes an old
+one is refused with reason ``stale``. grep_files is a literal, case-sensitive search unless
+told otherwise. "Every known file" is every file under the workspace root that is not hidden
+and not excluded by .gitignore.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, ValidationError
+
+from runtime.errors import DaemonProtocolError
+from runtime.policy import Level
+from runtime.profiles.base import Profile, ProfileTool
+from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
+from runtime.tools.grep import GrepReply
+from runtime.tools.listing import IgnoreRules, ancestor_ignores, walk_files
+from runtime.tools.textutil import op_errors
+
+if TYPE_CHECKING:
+    from runtime.session import Session
+
+NAME = "grida"
+PATH_DESCRIPTION = "Absolute path in the agent filesystem, starting with `/`. Examples: `/canvas.svg`, `/notes/draft.md`."
+MAX_FILES = 100_000
+
+
+def _canonical(name: str, **args: Any) -> Any:
+    return REGISTRY[name].input_model.model_validate(args)
+
+
+def _object(result: ToolResult, value: dict[str, Any]) -> ToolResult:
+    ok = value.get("ok", True) is not False
+    error = None
+    if not ok:
+        error = ToolErrorInfo(code=value["reason"], message=value["message"])
+    return result.model_copy(
+        update={"ok": ok, "error": error, "text": json.dumps(value, ensure_ascii=False), "data": value}
+    )
+
+
+def _failure(result: ToolResult, reason: str, message: str, **extra: Any) -> ToolResult:
+    return _object(result, {"ok": False, "reason": reason, "message": message, **extra})
+
+
+def _passthrough_failure(result: ToolResult) -> ToolResult:
+    error = result.error or ToolErrorInfo(code="error", message=result.text)
+    return _failure(result, error.code, error.message)
+
+
+# ---- read_file, edit_file, write_file ------------------------------------------------------------
+
+
+class ReadFileArgs(ToolInput):
+    path: str = Field(description=PATH_DESCRIPTION)
+
+
+def _present_read(result: ToolResult, args: ReadFileArgs) -> ToolResult:
+    if result.error and result.error.code == "not_found":
+        return _failure(result, "not_found", f"No file at {args.path}.")
+    if not result.ok:
+        return _passthrough_failure(result)
+    content = base64.b64decode(result.data["content"]).decode("utf-8", "replace")
+    return _object(result, {"content": content, "version": result.data["version"]})
+
+
+class EditFileArgs(ToolInput):
+    path: str = Field(description=PATH_DESCRIPTION)
+    old_string: str = Field(
+        min_length=1,
+        description="Exact snippet from the read_file output. Include enough surrounding context to be unique.",
+    )
+    new_string: str = Field(description="Replacement text. May be empty to delete the matched range.")
+    replace_all: bool | None = Field(
+        None, description="Default false. When false, ambiguous matches reject with reason='ambiguous'."
+    )
+    version: str = Field(description="Version from the most recent read_file.")
+
+
+def _present_edit(result: ToolResult, args: EditFileArgs) -> ToolResult:
+    code = result.error.code if result.error else None
+    path = args.path
+    if code == "not_found":
+        return _failure(result, "not_found", f"No file at {path}.")
+    if code == "conflict":
+        return _failure(
+            result, "stale", f"File at {path} changed since you last read it.",
+            current_version=(result.data or {}).get("version"),
+        )
+    if code == "no_change":
+        return _failure(result, "no_op", "`old_string` and `new_string` are identical.")
+    if code == "no_match":
+        return _failure(
+            result, "not_found",
+            f"`old_string` not found in {path}. Re-read with read_file and copy the snippet verbatim.",
+        )
+    if code == "multiple_matches":
+        count = (result.data or {}).get("matches")
+        return _failure(
+            result, "ambiguous",
+            f"`old_string` matched {count} locations in {path}. Add context to disambiguate or pass replace_all=true.",
+            occurrences=count,
+        )
+    if not result.ok:
+        return _passthrough_failure(result)
+    return _object(result, {"ok": True, "version": result.data["version"], "occurrences": result.data["replacements"]})
+
+
+class WriteFileArgs(ToolInput):
+    path: str = Field(description=PATH_DESCRIPTION)
+    content: str = Field(description="Complete new content for the file.")
+    version: str | None = Field(
+        None,
+        description="Optional. When provided, the write fails with reason='stale' unless the current version "
+        "matches. Omit for permissive write.",
+    )
+
+
+def _present_write(result: ToolResult, args: WriteFileArgs) -> ToolResult:
+    if result.error and result.error.code == "conflict":
+        current = (result.data or {}).get("version")
+        if current is None:
+            return _failure(result, "not_found", f"No file at {args.path}. Omit version to create it.")
+        return _failure(
+            result, "stale", f"File at {args.path} changed since you last read it. Re-read and retry.",
+            current_version=current,
+        )
+    if not result.ok:
+        return _passthrough_failure(result)
+    return _object(result, {"ok": True, "version": result.data["version"]})
+
+
+# ---- list_files, grep_files ----------------------------------------------------------------------
+
+
+class ListFilesArgs(ToolInput):
+    pass
+
+
+def _present_list(result: ToolResult, args: ListFilesArgs) -> ToolResult:
+    if not result.ok:
+        return _passthrough_failure(result)
+    return _object(result, {"files": sorted(result.data["files"])})
+
+
+class GrepFilesArgs(ToolInput):
+    pattern: str = Field(min_length=1, description="Literal substring to match. Not a regex. Case-sensitive by default.")
+    path_prefix: str | None = Field(
+        None, description="Limit to paths starting with this prefix (e.g. `/notes/`). Omit to scan everything."
+    )
+    case_sensitive: bool | None = Field(
+        None, description="Default true. Pass false for case-insensitive match (mirrors `grep -i`)."
+    )
+
+
+async def known_files(session: Session) -> list[str]:
+    """Absolute paths of every known file: the workspace's files that are neither hidden nor
+    excluded by .gitignore, sorted."""
+    root = posixpath.normpath(session.config.workdir)
+    with op_errors(root):
+        walk = await session.walk(root)
+    rules = IgnoreRules(root, walk.ignore, await ancestor_ignores(session, root))
+    return sorted(posixpath.join(root, rel) for rel, _ in walk_files(walk, rules))
+
+
+async def _grep_files(session: Session, args: GrepFilesArgs) -> ToolResult:
+    # Like `grep -n -F` over the known files; files_scanned counts every file looked at.
+    prefix = args.path_prefix
+    root = posixpath.normpath(session.config.workdir)
+    files = [f for f in await known_files(session) if prefix is None or f.startswith(prefix)]
+    matches: list[dict[str, Any]] = []
+    if files:
+        op_args = {
+            "root": root, "pattern": args.pattern, "engine": "auto", "mode": "content", "fixed_strings": True,
+            "ignore_case": args.case_sensitive is False, "multiline": False, "paths_in_blob": True,
+            "max_total": 1_000_000, "max_per_file": None, "max_line_chars": 1_000_000, "before": 0, "after": 0,
+            "timeout": 60.0,
+        }
+        blob = "\0".join(posixpath.relpath(f, root) for f in files).encode("utf-8", "surrogateescape")
+        result, _ = await session.op("grep", op_args, blob, timeout=75.0)
+        try:
+            reply = GrepReply.model_validate(result)
+        except ValidationError as exc:
+            raise DaemonProtocolError(
+                f"daemon of session {session.id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
+            ) from None
+        matches = [
+            {"path": posixpath.join(root, f.path), "line": h.line, "text": h.lines[0] if h.lines else ""}
+            for f in reply.files
+            for h in f.matches
+        ]
+    value = {"matches": matches, "files_scanned": len(files)}
+    return ToolResult.success(json.dumps(value, ensure_ascii=False), value)
+
+
+GREP_FILES = Tool(
+    name="grida:grep_files",
+    input_model=GrepFilesArgs,
+    handler=_grep_files,
+    level=Level.SAFE,
+    access="read",
+    snippet="Literal substring search across every known file",
+    paths=lambda a: [a.path_prefix or "."],
+)
+
+
+# ---- the profile ---------------------------------------------------------------------------------
+
+
+def build() -> Profile:
+    profile = Profile(name=NAME, description="Seed 002: Grida's fundamental tools")
+
+    def add(name: str, canonical: str | Tool, model: type[ToolInput] | None = None, **kw: Any) -> None:
+        tool = REGISTRY[canonical] if isinstance(canonical, str) else canonical
+        snippet = kw.pop("snippet", tool.snippet)
+        profile.add(
+            ProfileTool(name=name, canonical=tool, input_model=model or tool.input_model, snippet=snippet,
+                        description=kw.pop("description", snippet), guidelines=kw.pop("guidelines", tool.guidelines),
+                        **kw)
+        )
+
+    add("read_file", "read_file", ReadFileArgs,
+        to_canonical=lambda a, s: _canonical(
+            "read_file", path=a.path, encoding="base64", images=False, directory="error"
+        ),
+        present=_present_read,
+        snippet="Read a file's content and version (a freshness token)",
+        description="Read a file's content and version (a freshness token).\n\nAlways call this before your first "
+        "edit_file on a given path, and re-read whenever an edit / write returns reason='stale'.")
+    add("edit_file", "edit_file", EditFileArgs,
+        to_canonical=lambda a, s: _canonical(
+            "edit_file", path=a.path, old_string=a.old_string, new_string=a.new_string,
+            replace_all=bool(a.replace_all), expected_version=a.version, whitespace_match=True, fuzzy_match=False,
+            on_multiple="error",
+        ),
+        present=_present_edit,
+        snippet="Match-and-replace edit on a file (literal, then whitespace-normalized; version-checked)",
+        description="Match-and-replace edit on a file. Find `old_string` and replace with `new_string`.\n\n"
+        "Matching: literal substring first, then whitespace-normalized fallback. Must be unique unless "
+        "`replace_all` is true.\n\nRequires the version from read_file. On reason='stale', the file changed "
+        "in the meantime — read_file again and retry.")
+    add("write_file", "write_file", WriteFileArgs,
+        to_canonical=lambda a, s: _canonical("write_file", path=a.path, content=a.content, expected_version=a.version),
+        present=_present_write,
+        snippet="Full-file upsert; pass version for a staleness-checked rewrite",
+        description="Full-file upsert. Replace the entire content of `path` with `content`. For surgical changes, "
+        "prefer edit_file.\n\n`version` is optional: include it (from the most recent read_file) for a "
+        "staleness-checked rewrite; omit it for a permissive write (creates the file if missing).")
+    add("list_files", "glob", ListFilesArgs,
+        to_canonical=lambda a, s: _canonical(
+            "glob", pattern="**", path=s.config.workdir, limit=MAX_FILES, sort_by="path"
+        ),
+        present=_present_list,
+        snippet="Enumerate every known file (sorted absolute paths)",
+        description="Enumerate every known file in the agent filesystem. Returns sorted absolute paths.")
+    add("grep_files", GREP_FILES, GrepFilesArgs,
+        snippet="Literal substring search across every known file (one entry per matching line)",
+        description="Literal substring search across every known file. Mirrors `grep -n -F`: returns one entry "
+        "per matching line with a 1-indexed line number and the full line text. Does NOT count as a read_file.")
+    add("todo_write", "todo_write",
+        description="Plan and track work. Pass the complete list of todos every call — the prior list is replaced "
+        "wholesale. Exactly one in_progress at a time.")
+    add("tool_search", "tool_search",
+        description="Find tools by intent (query) or exact names (select); returns their full schemas.")
+    return profile
