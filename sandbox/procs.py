@@ -83,6 +83,9 @@ class _Config:
 
 
 config = _Config()
+_env_cache: Dict[int, Dict[str, str]] = {}  # uid -> base environment
+# The daemon's own start-up environment is the image's ENV; these are ours or the shell's, not the image's.
+_ENV_DROP = ("PWD", "OLDPWD", "SHLVL", "_")
 
 
 def configure(agent_user: str, workspace: str) -> None:
@@ -96,11 +99,6 @@ def configure(agent_user: str, workspace: str) -> None:
 def agent_identity() -> UserInfo:
     """The configured agent user; without a passwd entry, uid/gid 1000 (as images commonly use)."""
     return resolve_user(config.agent_user)
-
-
-_env_cache: Dict[int, Dict[str, str]] = {}
-# The daemon's own start-up environment is the image's ENV; these are ours or the shell's, not the image's.
-_ENV_DROP = ("PWD", "OLDPWD", "SHLVL", "_")
 
 
 # Where this package was imported from: the host puts it on PYTHONPATH to start us,

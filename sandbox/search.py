@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import procs
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
@@ -54,6 +54,8 @@ _RG_BASE = [
     "--encoding",
     "none",
 ]
+
+_BEGIN = b'{"type":"begin","data":{"path":{"text":"'
 
 # One match: (first line, last line, column, lines of text).
 Hit = Tuple[int, int, int, List[str]]
@@ -139,7 +141,7 @@ def _line_text(raw: str) -> List[str]:
 
 def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool, bool]:
     """Run ripgrep in ``root``; its stdout, whether it timed out, whether output was cut."""
-    argv = [rg] + _RG_BASE + (["-i"] if q.ignore_case else ["-s"])
+    argv = [rg] + _RG_BASE + ["--with-filename"] + (["-i"] if q.ignore_case else ["-s"])
     if q.fixed:
         argv.append("-F")
     # Line mode: "$" matches before "\r\n" too. Multiline: "\r" is an ordinary character.
@@ -158,12 +160,12 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
         argv.append("--json")
         if not q.multiline:
             argv += ["-m", str(q.per_file + 1)]
-    elif q.mode == "files":
-        argv += ["-l", "--null"]
     else:
+        # Also for "files": unlike -l, --count reads each file to the end, so ripgrep itself
+        # drops every file with a NUL byte.
         argv += ["--count", "--null"]
     argv += ["-e", q.pattern, "--"] + (paths if paths is not None else ["."])
-    return _spawn(argv, q.root, q.timeout, b"\0" if q.mode == "files" else b"\n")
+    return _spawn(argv, q.root, q.timeout, b"\n")
 
 
 def _spawn(argv: List[str], cwd: str, timeout: Optional[float], sep: bytes) -> Tuple[bytes, bool, bool]:
@@ -216,12 +218,7 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
             return {}, False, False
     out, timed_out, cut = _run_rg(q, rg, paths)
     found: Dict[str, _FileHits] = {}
-    if q.mode == "files":
-        for path in out.split(b"\0"):
-            if path:
-                found[_rg_path({"text": path.decode("utf-8", "surrogateescape")})] = _FileHits()
-        return found, timed_out, cut
-    if q.mode == "count":
+    if q.mode != "content":
         for record in out.splitlines():
             name, _, count = record.rpartition(b"\0")
             if name:
@@ -240,7 +237,11 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
                     current.raw.append(record)
         elif record.startswith(b'{"type":"begin"'):
             current = _FileHits()
-            path = _rg_path(json.loads(record)["data"]["path"])
+            # Most paths need no JSON unescaping: slice them out instead of parsing the record.
+            if record.startswith(_BEGIN) and record.endswith(b'"}}}') and b"\\" not in record:
+                path = _rg_path({"text": record[len(_BEGIN) : -4].decode("utf-8")})
+            else:
+                path = _rg_path(json.loads(record)["data"]["path"])
         elif record.startswith(b'{"type":"end"') and current is not None:
             binary = b'"binary_offset":null' not in record
             if not binary and not q.multiline and current.count > q.per_file:
@@ -385,14 +386,12 @@ def _context(q: _Query, path: str, hits: List[Hit]) -> List[Tuple[List[List[Any]
     return out
 
 
-def _finish(q: _Query, found: Dict[str, _FileHits], is_binary: Callable[[str], bool]) -> Tuple[List[Dict[str, Any]], bool]:
+def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]], bool]:
     files: List[Dict[str, Any]] = []
     budget = q.max_total
     size = 0
     truncated = False
     for path in sorted(found):
-        if q.mode == "files" and is_binary(path):
-            continue
         if budget <= 0 or size > MAX_REPLY_TEXT:
             truncated = True
             break
@@ -437,12 +436,9 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
         # A --glob match overrides ripgrep's type filter: apply the type to every result.
         if q.type_globs:
             found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
-        # ripgrep -l stops at the first match, before it could see a later NUL byte.
-        is_binary: Callable[[str], bool] = lambda path: _has_nul(os.path.join(q.root, path))  # noqa: E731
     else:
         found, timed_out, cut = _python_engine(q, paths or [])
-        is_binary = lambda path: False  # noqa: E731
-    files, truncated = _finish(q, found, is_binary)
+    files, truncated = _finish(q, found)
     return {"engine": engine, "files": files, "truncated": truncated or cut, "timed_out": timed_out}, b""
 
 

@@ -17,7 +17,7 @@ import queue
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -50,20 +50,21 @@ _VALUE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 ***"),
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), "***AWS-KEY-ID***"),
     (re.compile(r"(?i)(aws_secret_access_key|aws_session_token|secret_access_key)(['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9/+=]{16,}"), r"\1\2***"),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), _MASK),
-    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), _MASK),
+    # Distinctive prefixes: no word boundary needed (a token glued to other text still counts).
+    (re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), _MASK),
+    (re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), _MASK),
     (re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"), _MASK),
     (re.compile(r"\b(?:rk|pk|sk)_(?:live|test)_[A-Za-z0-9]{16,}"), _MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), _MASK),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), _MASK),
+    (re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}"), _MASK),
+    (re.compile(r"AIza[0-9A-Za-z_-]{35}"), _MASK),
     (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), _MASK),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "***JWT***"),
     # user:password@ in URLs.
-    (re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), r"\1***@"),
+    (re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*+://[^/\s:@]++:)[^/\s@]+@"), r"\1***@"),
     # NAME=value / "name": "value" / --name=value where the name says secret.
     (re.compile(
-        r"(?i)([A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-        r"private[_-]?key|credential|client[_-]?secret)[A-Za-z0-9_.-]*['\"]?\s*[:=]\s*)(['\"]?)[^\s'\"&;,]+"
+        r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+        r"private[_-]?key|credential|client[_-]?secret)[A-Za-z0-9_.-]*+['\"]?\s*[:=]\s*)(['\"]?)[^\s'\"&;,]+"
     ), r"\1\2***"),
     # --password value (separate argument).
     (re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api-key|apikey|access-key)\s+)(['\"]?)[^\s'\"]+"), r"\1\2***"),
@@ -112,13 +113,51 @@ def redact_preview(args: Mapping[str, Any], limit: int = _PREVIEW_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+_CHUNK = 64 * 1024
+
+
+def _canonical_chunks(value: Any) -> Iterator[str]:
+    """The pieces of :func:`canonical_json`, with long strings cut into slices so that the
+    writer thread never holds the GIL for long on one huge argument."""
+    if isinstance(value, str) and len(value) > _CHUNK:
+        yield '"'
+        for i in range(0, len(value), _CHUNK):
+            # JSON escaping is per character, so slices concatenate to the same text.
+            yield _dumps(value[i : i + _CHUNK])[1:-1]
+        yield '"'
+    elif isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        yield "{"
+        for n, key in enumerate(sorted(value)):
+            yield ("," if n else "") + _dumps(key) + ":"
+            yield from _canonical_chunks(value[key])
+        yield "}"
+    elif isinstance(value, (list, tuple)):
+        yield "["
+        for n, item in enumerate(value):
+            if n:
+                yield ","
+            yield from _canonical_chunks(item)
+        yield "]"
+    else:
+        yield _dumps(value)
+
+
 def canonical_json(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Sorted keys, no whitespace, UTF-8 characters as they are; what args_digest hashes."""
+    return "".join(_canonical_chunks(args))
 
 
 def args_digest(args: Any) -> str:
-    """SHA-256 (hex) of the arguments' canonical JSON (sorted keys, no whitespace, UTF-8)."""
-    return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
+    """SHA-256 (hex) of the arguments' canonical JSON, UTF-8 encoded."""
+    digest = hashlib.sha256()
+    for chunk in _canonical_chunks(args):
+        # surrogatepass: a lone surrogate from a JSON escape must not make an event unwritable.
+        digest.update(chunk.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- events
@@ -187,7 +226,7 @@ class AuditEvent(BaseModel):
 
 
 _COLUMNS = tuple(AuditEvent.model_fields)
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time TEXT NOT NULL, tenant TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL,
@@ -207,7 +246,17 @@ def _time_key(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _add_severity(_logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+_INSERT = f"INSERT INTO audit_events ({','.join(_COLUMNS)}) VALUES ({','.join('?' * len(_COLUMNS))})"
+
+
+def _valid_utf8(value: Any) -> Any:
+    """Lone surrogates (from JSON escapes) cannot be stored as UTF-8; show them escaped."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _add_severity(_logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     event_dict["severity"] = method_name
     return event_dict
 
@@ -231,7 +280,7 @@ class AuditLog:
             self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
             # Previews are redacted, but an audit trail is still nobody else's business.
             fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._file = os.fdopen(fd, "a", encoding="utf-8")
+            self._file = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
         if self.sqlite_path is not None:
             self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
@@ -312,29 +361,32 @@ class AuditLog:
             if conn is not None:
                 conn.close()
 
-    @staticmethod
-    def _finish(event: AuditEvent, args: Mapping[str, Any] | None) -> AuditEvent:
+    def _finish(self, event: AuditEvent, args: Mapping[str, Any] | None) -> AuditEvent:
         update: dict[str, Any] = {}
-        if args is not None:
-            update["args_sha256"] = args_digest(args)
-            update["preview"] = redact_preview(args)
-        if event.message:
-            update["message"] = redact_text(event.message)
+        try:
+            if args is not None:
+                update["args_sha256"] = args_digest(args)
+                update["preview"] = redact_preview(args)
+            if event.message:
+                update["message"] = redact_text(event.message)
+        except Exception:  # odd arguments must not cost the event itself
+            self.write_errors += 1
+            _stdlib_log.exception("summarising audit arguments failed")
+            update = {"args_sha256": "", "preview": "<unavailable>", "message": None}
         return event.model_copy(update=update) if update else event
 
     def _write(self, events: list[AuditEvent], conn: sqlite3.Connection | None) -> None:
         rows = []
         for event in events:
-            data = event.model_dump(mode="json")
+            data = {k: _valid_utf8(v) for k, v in event.model_dump(mode="json").items()}
             data["time"] = _time_key(event.time)
             if self._file is not None:
                 severity = "warning" if event.decision in ("warn", "denied") or event.outcome != "ok" else "info"
                 getattr(self._logger, severity)("tool_call", **data)
             rows.append(tuple(data[c] for c in _COLUMNS))
         if conn is not None and rows:
-            placeholders = ",".join("?" * len(_COLUMNS))
             with conn:
-                conn.executemany(f"INSERT INTO audit_events ({','.join(_COLUMNS)}) VALUES ({placeholders})", rows)
+                conn.executemany(_INSERT, rows)
 
     # ------------------------------------------------------------------ reading
 
@@ -360,7 +412,7 @@ class AuditLog:
             rows = conn.execute(sql, (*params, limit)).fetchall()
         finally:
             conn.close()
-        return [AuditEvent.model_validate(dict(zip(_COLUMNS, row))) for row in reversed(rows)]
+        return [AuditEvent.model_validate(dict(zip(_COLUMNS, row, strict=True))) for row in reversed(rows)]
 
     def _query_jsonl(
         self, session: str | None, tool: str | None, decision: str | None, since: datetime | None, tenant: str | None, limit: int

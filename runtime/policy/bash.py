@@ -784,7 +784,7 @@ class _Analyzer:
     def absolute_candidates(self, path: str) -> list[str]:
         if path.startswith("/"):
             return [normalize(path)]
-        return [normalize(posixpath.join(c, path)) for c in self.cwds if c not in (None, _WS)] or [path]
+        return [normalize(posixpath.join(c, path)) for c in self.cwds if c not in (None, _WS)] or [normalize(path)]
 
     def write(self, seg: _Seg | None, word: _Word, what: str) -> None:
         """A write to ``word``; ``seg`` None means it is a redirection (residual)."""
@@ -1375,7 +1375,7 @@ def _h_write(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         if target_dir:
             targets, sources = target_dir, operands
         elif name == "ln" and len(operands) == 1:
-            targets = [_Word(".", ".")]
+            targets, sources = [_Word(".", ".")], operands
         else:
             targets, sources = operands[-1:], operands[:-1]
         if name == "mv":
@@ -1387,6 +1387,11 @@ def _h_write(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     if name == "cp":
         for w in sources:
             a.read(seg, w)
+    if name == "ln":
+        # A link out of the workspace turns later "workspace" writes into writes elsewhere.
+        for w in sources:
+            if w.value is None or not a.inside(w.value):
+                a.note(seg, _D, "ln links to a path outside the workspace")
     if not targets:
         a.note(seg, _C, f"{name}: writes files")
     for w in targets:
@@ -1403,9 +1408,7 @@ def _h_chmod(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
         v = w.value
         if v is not None and v in ("-R", "--recursive"):
             recursive = True
-        elif v is not None and v.startswith("--reference="):
-            mode_seen = True
-        elif v is not None and not mode_seen and mode_re.fullmatch(v):
+        elif v is not None and (v.startswith("--reference=") or (not mode_seen and mode_re.fullmatch(v))):
             mode_seen = True
         elif v is not None and v.startswith("-") and set(v[1:]) <= set("Rcfv"):
             recursive |= "R" in v
@@ -1672,8 +1675,8 @@ def _sed_parse(s: str, *, brackets: bool) -> bool:
             end = s.find("\n", i)
             i = n if end < 0 else end
         elif c in "btT:":
-            end = re.search(r"[;\n]", s[i:])
-            i = n if end is None else i + end.start()
+            label_end = re.search(r"[;\n]", s[i:])
+            i = n if label_end is None else i + label_end.start()
         elif c == "#":
             end = s.find("\n", i)
             i = n if end < 0 else end
@@ -1797,6 +1800,10 @@ def _h_git(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     level, why = _git_subcommand(sub, values)
     if level is _C:
         a.write(seg, repo, f"git {sub} modifies the repository in")
+        if sub == "init":
+            for w in rest:
+                if not (w.value or "").startswith("-"):
+                    a.write(seg, w, "git init creates a repository in")
     else:
         a.note(seg, level, f"git {sub}: {why}")
     for v in values:
@@ -1818,9 +1825,15 @@ def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
         ) and has("--get", "--get-all", "--get-regexp", "--list", "-l"):
             return _S, "reads configuration"
         return _D, _GIT_DANGER[sub]
-    if sub in ("diff", "log", "show", "grep", "whatchanged"):
-        if has("--ext-diff", "-O", "--open-files-in-pager", "--textconv"):
-            return _D, "runs an external program"
+    if sub == "grep":
+        if any(v.startswith(("-O", "--open-files-in-pager")) for v in values):
+            return _D, "opens matches in a pager program"
+        return _S, "read-only"
+    if sub in ("diff", "log", "show", "whatchanged"):
+        if has("--ext-diff", "--textconv"):
+            return _D, "runs an external diff or textconv program"
+        if "--output" in values:
+            return _D, "writes its output to a file"
         return _S, "read-only"
     if sub in _GIT_READ:
         return _S, "read-only"
@@ -1866,8 +1879,8 @@ def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
         if has("-i", "--interactive", "-x", "--exec", "--edit-todo"):
             return _D, "interactive rebase or --exec runs commands"
         return _C, "rewrites commits"
-    if sub == "commit" and has("--edit", "-e"):
-        return _C, "commits"
+    if sub == "apply" and has("--unsafe-paths"):
+        return _D, "applies a patch outside the repository"
     if sub in _GIT_WRITE:
         return _C, "modifies the repository"
     return _D, "unknown subcommand or alias"

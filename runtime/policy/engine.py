@@ -28,7 +28,7 @@ from .audit import redact_preview
 from .bash import BashClassification, check_exec_metacharacters, classify_bash
 from .grants import Grant, GrantStore, TargetType
 from .levels import GrantLevel, Level, default_level
-from .model import Access, Effect, Policy, Rule
+from .model import Access, Policy, Rule
 from .paths import glob_match, is_secret, is_within, matches_any, normalize
 
 _log = structlog.get_logger("caisson.policy")
@@ -206,10 +206,10 @@ class PolicyEngine:
 
         if req.access in ("write", "delete"):
             for _, resolved in call.paths:
-                hit = matches_any(p.protected_paths, resolved)
-                if hit:
+                protected = matches_any(p.protected_paths, resolved)
+                if protected:
                     level = Level.DANGEROUS
-                    call.reasons.append(f"writes {resolved}, a protected path ({hit})")
+                    call.reasons.append(f"writes {resolved}, a protected path ({protected})")
 
         if level > p.max_level:
             return _deny(level, "max_level", f"{level} calls are not allowed in this session (max_level is {p.max_level}).", call.reasons)
@@ -221,15 +221,15 @@ class PolicyEngine:
                 matched.append((p.rule_name(index), rule, covered))
 
         for name, rule, _ in matched:
-            if rule.effect is Effect.DENY:
+            if rule.effect == "deny":
                 return _deny(level, name, rule.message or f"Denied by policy rule {name}.", call.reasons)
 
-        allows = [(name, rule, covered) for name, rule, covered in matched if rule.effect is Effect.ALLOW]
+        allows = [(name, rule, covered) for name, rule, covered in matched if rule.effect == "allow"]
         denial = self._confinement(call, allows, level)
         if denial is not None:
             return denial
 
-        ask = next(((name, rule) for name, rule, _ in matched if rule.effect is Effect.ASK), None)
+        ask = next(((name, rule) for name, rule, _ in matched if rule.effect == "ask"), None)
         if ask is not None:
             return await self._approval(call, level, ask[0])
 
@@ -272,7 +272,7 @@ class PolicyEngine:
         if rule.path:
             if not call.paths:
                 return False, None
-            if rule.effect is Effect.ALLOW:
+            if rule.effect == "allow":
                 if not all(glob_match(rule.path, resolved) for _, resolved in call.paths):
                     return False, None
             elif not any(glob_match(rule.path, p) for pair in call.paths for p in pair):
@@ -283,7 +283,7 @@ class PolicyEngine:
             return False, None
         segments = call.bash.segments if call.bash is not None else []
         hits = {i for i, seg in enumerate(segments) if _command_rule_matches(rule, seg.text)}
-        if rule.effect is Effect.ALLOW:
+        if rule.effect == "allow":
             return (True, hits) if hits else (False, None)
         whole = " ".join(req.command.split())
         return (bool(hits) or _command_rule_matches(rule, whole)), None
@@ -484,10 +484,7 @@ def _command_rule_matches(rule: Rule, text: str) -> bool:
         prefix = " ".join(rule.command.split())
         if text == prefix or text.startswith(prefix + " "):
             return True
-    if rule.command_regex is not None:
-        if re.fullmatch(rule.command_regex, text, re.DOTALL):
-            return True
-    return False
+    return rule.command_regex is not None and re.fullmatch(rule.command_regex, text, re.DOTALL) is not None
 
 
 def _deny(

@@ -7,7 +7,6 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import Literal, Self
 
@@ -29,10 +28,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-class Effect(StrEnum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
+Effect = Literal["allow", "ask", "deny"]
 
 
 class Rule(BaseModel):

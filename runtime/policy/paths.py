@@ -54,11 +54,14 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 )
 
 # Writing these turns later "read-only" git commands into code execution (hooks, fsmonitor,
-# pager, filters), so a write to them counts as dangerous.
+# pager, filters), so a write to them counts as dangerous. ".git" itself covers copying or
+# moving a directory over it; .husky and .githooks are the usual core.hooksPath targets.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
-    ".git/config",
-    ".git/hooks/**",
+    ".git",
+    ".git/**",
     ".gitconfig",
+    ".husky/**",
+    ".githooks/**",
 )
 
 

@@ -24,8 +24,6 @@ from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 from runtime.tools.grep import GrepReply
-from runtime.tools.listing import IgnoreRules, ancestor_ignores, walk_files
-from runtime.tools.textutil import op_errors
 
 if TYPE_CHECKING:
     from runtime.session import Session
@@ -163,14 +161,14 @@ class GrepFilesArgs(ToolInput):
     )
 
 
+def _all_files(session: Session) -> Any:
+    return _canonical("glob", pattern="**", path=session.config.workdir, limit=MAX_FILES, sort_by="path")
+
+
 async def known_files(session: Session) -> list[str]:
-    """Absolute paths of every known file: the workspace's files that are neither hidden nor
-    excluded by .gitignore, sorted."""
-    root = posixpath.normpath(session.config.workdir)
-    with op_errors(root):
-        walk = await session.walk(root)
-    rules = IgnoreRules(root, walk.ignore, await ancestor_ignores(session, root))
-    return sorted(posixpath.join(root, rel) for rel, _ in walk_files(walk, rules))
+    """Absolute paths of every known file (what list_files returns), sorted."""
+    result = await REGISTRY["glob"].handler(session, _all_files(session))
+    return sorted(result.data["files"])
 
 
 async def _grep_files(session: Session, args: GrepFilesArgs) -> ToolResult:
@@ -257,10 +255,7 @@ def build() -> Profile:
         "prefer edit_file.\n\n`version` is optional: include it (from the most recent read_file) for a "
         "staleness-checked rewrite; omit it for a permissive write (creates the file if missing).")
     add("list_files", "glob", ListFilesArgs,
-        to_canonical=lambda a, s: _canonical(
-            "glob", pattern="**", path=s.config.workdir, limit=MAX_FILES, sort_by="path"
-        ),
-        present=_present_list,
+        to_canonical=lambda a, s: _all_files(s), present=_present_list,
         snippet="Enumerate every known file (sorted absolute paths)",
         description="Enumerate every known file in the agent filesystem. Returns sorted absolute paths.")
     add("grep_files", GREP_FILES, GrepFilesArgs,

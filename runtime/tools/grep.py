@@ -25,11 +25,10 @@ from pydantic import BaseModel, Field, ValidationError
 from runtime.errors import DaemonProtocolError
 from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.listing import IgnoreRules, ancestor_ignores, search_root
+from runtime.tools.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
 from runtime.tools.textutil import GitGlob, op_errors
 
 if TYPE_CHECKING:
-    from runtime.models import WalkResult
     from runtime.session import Session
 
 # Name globs of each file type (ripgrep's definitions, abridged).
@@ -96,8 +95,6 @@ TYPE_ALIASES = {
     "hs": "haskell", "ex": "elixir", "pl": "perl", "dockerfile": "docker", "makefile": "make",
     "terraform": "tf", "text": "txt",
 }
-# Never searched: git's own database.
-ALWAYS_EXCLUDED = "!.git"
 DEFAULT_TIMEOUT = 60.0
 _ESCAPES = set("dDwWsSbBntrfv")
 _REPEAT = re.compile(r"\{\d+(,\d*)?\}")
@@ -226,54 +223,6 @@ class GrepReply(BaseModel):
     timed_out: bool
 
 
-def _visible(
-    rel: str, name: str, is_dir: bool, overrides: list[GitGlob], rules: IgnoreRules | None,
-    types: list[GitGlob], include_hidden: bool,
-) -> bool:
-    """Whether ripgrep would search (a file) or enter (a directory) ``rel``: ``--glob``
-    overrides first (later wins; a whitelist beats ignore rules and hiddenness), then
-    .gitignore, then the type filter, then hiddenness (a re-include or a type beats it)."""
-    for glob in reversed(overrides):
-        if glob.matches(rel, is_dir):
-            return not glob.negated
-    if not is_dir and any(not g.negated for g in overrides):
-        return False
-    whitelisted = False
-    if rules is not None:
-        state = rules.state(rel, is_dir)
-        if state is True:
-            return False
-        whitelisted = state is False
-    if types and not is_dir:
-        if not any(t.matches(rel, False) for t in types):
-            return False
-        whitelisted = True
-    return whitelisted or include_hidden or not name.startswith(".")
-
-
-def select_files(
-    walk: WalkResult, rules: IgnoreRules | None, overrides: list[GitGlob], types: list[GitGlob], include_hidden: bool
-) -> list[str]:
-    """The files ripgrep would search in a walk (relative paths); symbolic links are skipped."""
-    pruned: set[str] = set()
-    selected = []
-    for entry in walk.entries:
-        parent, _, name = entry.path.rpartition("/")
-        is_dir = entry.type == "dir"
-        if parent in pruned or entry.type not in ("file", "dir"):
-            if is_dir:
-                pruned.add(entry.path)
-            continue
-        if not _visible(entry.path, name, is_dir, overrides, rules, types, include_hidden):
-            if is_dir:
-                pruned.add(entry.path)
-            continue
-        # A file whitelisted by --glob still has to be of the requested type.
-        if not is_dir and (not types or any(t.matches(entry.path, False) for t in types)):
-            selected.append(entry.path)
-    return selected
-
-
 async def run_search(
     session: Session, args: GrepInput, engine: Literal["auto", "rg", "python"] = "auto"
 ) -> tuple[str, GrepReply]:
@@ -299,7 +248,7 @@ async def run_search(
         "timeout": args.timeout,
     }
     blob = b""
-    globs = ([args.glob] if args.glob else []) + [ALWAYS_EXCLUDED]
+    globs = ([args.glob] if args.glob else []) + [EXCLUDED_DIR]
     if kind == "file":
         op_args["paths_in_blob"] = True
         blob = posixpath.basename(target).encode("utf-8", "surrogateescape")
@@ -321,24 +270,16 @@ async def run_search(
 async def _python_file_list(
     session: Session, root: str, args: GrepInput, overrides: list[GitGlob], types: list[GitGlob]
 ) -> list[str]:
-    whitelisting = any(not g.negated for g in overrides) or bool(types)
-    hidden = args.include_hidden or whitelisting
-    with op_errors(root):
-        walk = await session.walk(root, include_hidden=hidden)
-    ancestors = {} if args.no_ignore else await ancestor_ignores(session, root)
-    rules = None if args.no_ignore else IgnoreRules(root, walk.ignore, ancestors)
-    if not hidden and rules is not None and rules.has_negation:
-        # A "!name" pattern can re-include a hidden file: look at hidden entries too.
-        with op_errors(root):
-            walk = await session.walk(root, include_hidden=True)
-        rules = IgnoreRules(root, walk.ignore, ancestors)
-    return select_files(walk, rules, overrides, types, args.include_hidden)
+    # A --glob or type whitelist can select hidden files: the walk has to show them.
+    hidden = args.include_hidden or bool(types) or any(not g.negated for g in overrides)
+    walk, rules = await walk_with_rules(session, root, hidden, not args.no_ignore)
+    return [entry.path for entry in select_files(walk, rules, overrides, types, args.include_hidden)]
 
 
-def _format_content(base: str, reply: GrepReply, line_numbers: bool, with_context: bool) -> list[str]:
+def _format_content(prefix: str, reply: GrepReply, line_numbers: bool, with_context: bool) -> list[str]:
     out: list[str] = []
     for file in reply.files:
-        path = posixpath.join(base, file.path)
+        path = prefix + file.path
         rows: dict[int, tuple[str, str]] = {}
         for hit in file.matches:
             for n, text in hit.before + hit.after:
@@ -365,8 +306,9 @@ def _format_content(base: str, reply: GrepReply, line_numbers: bool, with_contex
 )
 async def grep(session: Session, args: GrepInput) -> ToolResult:
     base, reply = await run_search(session, args)
+    prefix = base.rstrip("/") + "/"
     matches = [
-        {"path": posixpath.join(base, f.path), "line": h.line, "column": h.column, "text": "\n".join(h.lines),
+        {"path": prefix + f.path, "line": h.line, "column": h.column, "text": "\n".join(h.lines),
          "context_before": [list(x) for x in h.before], "context_after": [list(x) for x in h.after]}
         for f in reply.files
         for h in f.matches
@@ -374,16 +316,16 @@ async def grep(session: Session, args: GrepInput) -> ToolResult:
     data: dict[str, Any] = {"engine": reply.engine, "mode": args.output_mode, "truncated": reply.truncated,
                             "timed_out": reply.timed_out}
     if args.output_mode == "files_with_matches":
-        lines = [posixpath.join(base, f.path) for f in reply.files]
+        lines = [prefix + f.path for f in reply.files]
         data["files"] = lines
         unit = "files"
     elif args.output_mode == "count":
-        lines = [f"{posixpath.join(base, f.path)}:{f.count}" for f in reply.files]
-        data["counts"] = [{"path": posixpath.join(base, f.path), "count": f.count} for f in reply.files]
+        lines = [f"{prefix}{f.path}:{f.count}" for f in reply.files]
+        data["counts"] = [{"path": prefix + f.path, "count": f.count} for f in reply.files]
         unit = "files"
     else:
         with_context = bool(args.context or args.context_before or args.context_after)
-        lines = _format_content(base, reply, args.line_numbers, with_context)
+        lines = _format_content(prefix, reply, args.line_numbers, with_context)
         data["matches"] = matches
         unit = "matches"
     shown = len(matches) if args.output_mode == "content" else len(reply.files)

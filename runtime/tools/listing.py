@@ -9,18 +9,21 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from pathspec import GitIgnoreSpec
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError
 
-from runtime.errors import OpError
+from runtime.errors import DaemonProtocolError, OpError
 from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.textutil import glob_regex, human_size, op_errors, permissions
+from runtime.tools.textutil import GitGlob, glob_regex, human_size, op_errors, permissions
 
 if TYPE_CHECKING:
-    from runtime.models import DirEntry, WalkResult
+    from runtime.models import DirEntry, WalkEntry, WalkResult
     from runtime.session import Session
 
 IGNORE_FILE = ".gitignore"
+# Never listed or searched: git's own database.
+EXCLUDED_DIR = "!.git"
+FIND_TIMEOUT = 120.0
 
 
 class _Spec:
@@ -94,6 +97,24 @@ async def ancestor_ignores(session: Session, root: str) -> dict[str, str]:
             continue
         found[directory] = data.decode("utf-8", "replace")
     return found
+
+
+async def walk_with_rules(
+    session: Session, root: str, hidden: bool, respect_ignore: bool
+) -> tuple[WalkResult, IgnoreRules | None]:
+    """A walk of ``root`` (hidden entries when ``hidden``) and the .gitignore rules below it."""
+    with op_errors(root):
+        walk = await session.walk(root, include_hidden=hidden)
+    if not respect_ignore:
+        return walk, None
+    ancestors = await ancestor_ignores(session, root)
+    rules = IgnoreRules(root, walk.ignore, ancestors)
+    if not hidden and rules.has_negation:
+        # A "!name" pattern can re-include a hidden file: look at hidden entries too.
+        with op_errors(root):
+            walk = await session.walk(root, include_hidden=True)
+        rules = IgnoreRules(root, walk.ignore, ancestors)
+    return walk, rules
 
 
 async def search_root(session: Session, path: str | None) -> tuple[str, str]:
@@ -209,24 +230,99 @@ class GlobInput(ToolInput):
     sort_by: Literal["modified", "path"] = Field("modified", description="modified: newest first")
 
 
-def walk_files(walk: WalkResult, rules: IgnoreRules | None) -> list[tuple[str, float]]:
-    """Regular files of a walk (relative path, mtime) that no .gitignore excludes; ``.git``
-    and symbolic links are never entered."""
+def _visible(
+    rel: str, name: str, is_dir: bool, overrides: list[GitGlob], rules: IgnoreRules | None,
+    types: list[GitGlob], include_hidden: bool,
+) -> bool:
+    """Whether ripgrep would search (a file) or enter (a directory) ``rel``: ``--glob``
+    overrides first (later wins; a whitelist beats ignore rules and hiddenness), then
+    .gitignore, then the type filter, then hiddenness (a re-include or a type beats it)."""
+    for glob in reversed(overrides):
+        if glob.matches(rel, is_dir):
+            return not glob.negated
+    if not is_dir and any(not g.negated for g in overrides):
+        return False
+    whitelisted = False
+    if rules is not None:
+        state = rules.state(rel, is_dir)
+        if state is True:
+            return False
+        whitelisted = state is False
+    if types and not is_dir:
+        if not any(t.matches(rel, False) for t in types):
+            return False
+        whitelisted = True
+    return whitelisted or include_hidden or not name.startswith(".")
+
+
+def select_files(
+    walk: WalkResult, rules: IgnoreRules | None, overrides: list[GitGlob], types: list[GitGlob], include_hidden: bool
+) -> list[WalkEntry]:
+    """The files of a walk ripgrep would search (or list); symbolic links are skipped."""
     pruned: set[str] = set()
-    files = []
+    selected = []
     for entry in walk.entries:
         parent, _, name = entry.path.rpartition("/")
-        if parent and parent in pruned:
-            if entry.type == "dir":
+        is_dir = entry.type == "dir"
+        if parent in pruned or entry.type not in ("file", "dir"):
+            if is_dir:
                 pruned.add(entry.path)
             continue
-        if entry.type == "dir":
-            if name == ".git" or (rules is not None and rules.state(entry.path, True) is True):
+        if not _visible(entry.path, name, is_dir, overrides, rules, types, include_hidden):
+            if is_dir:
                 pruned.add(entry.path)
             continue
-        if entry.type == "file" and (rules is None or rules.state(entry.path, False) is not True):
-            files.append((entry.path, entry.mtime))
-    return files
+        # A file whitelisted by --glob still has to be of the requested type.
+        if not is_dir and (not types or any(t.matches(entry.path, False) for t in types)):
+            selected.append(entry)
+    return selected
+
+
+def walk_files(walk: WalkResult, rules: IgnoreRules | None) -> list[tuple[str, float]]:
+    """(relative path, mtime) of the walk's regular files that no .gitignore excludes (the walk
+    already left out hidden entries if asked to); ``.git`` and symbolic links are skipped."""
+    selected = select_files(walk, rules, [GitGlob(EXCLUDED_DIR)], [], include_hidden=True)
+    return [(entry.path, entry.mtime) for entry in selected]
+
+
+class FindReply(BaseModel):
+    total: int
+    files: list[tuple[str, float]]
+    timed_out: bool
+
+
+async def find_files(
+    session: Session, root: str, pattern: str, args: GlobInput, engine: Literal["auto", "rg", "python"] = "auto"
+) -> tuple[int, list[tuple[str, float]], bool]:
+    """Files below ``root`` matching the glob ``pattern`` with ripgrep's selection rules: the
+    total, one page of (relative path, mtime), and whether the listing is incomplete."""
+    regex = glob_regex(pattern)
+    if engine == "auto":
+        if session.info is None:
+            await session.ping()
+        engine = "rg" if session.info and session.info.rg else "python"
+    if engine == "rg":
+        op_args = {
+            "root": root, "regex": "(?s)" + regex.pattern, "hidden": args.include_hidden,
+            "no_ignore": not args.respect_gitignore, "globs": [EXCLUDED_DIR], "sort": args.sort_by,
+            "offset": args.offset, "limit": args.limit, "timeout": FIND_TIMEOUT,
+        }
+        with op_errors(root):
+            result, _ = await session.op("find", op_args, timeout=FIND_TIMEOUT + 15)
+        try:
+            reply = FindReply.model_validate(result)
+        except ValidationError as exc:
+            message = f"daemon of session {session.id} sent an invalid find reply: {exc.errors()[0]['msg']}"
+            raise DaemonProtocolError(message) from None
+        return reply.total, reply.files, reply.timed_out
+    walk, rules = await walk_with_rules(session, root, args.include_hidden, args.respect_gitignore)
+    selected = select_files(walk, rules, [GitGlob(EXCLUDED_DIR)], [], args.include_hidden)
+    matched = [(e.path, e.mtime) for e in selected if regex.fullmatch(e.path)]
+    if args.sort_by == "modified":
+        matched.sort(key=lambda item: (-item[1], item[0]))
+    else:
+        matched.sort()
+    return len(matched), matched[args.offset : args.offset + args.limit], walk.truncated
 
 
 @tool(
@@ -243,28 +339,19 @@ async def glob(session: Session, args: GlobInput) -> ToolResult:
         raise ToolError("not_a_directory", f"Search path is not a directory: {root}")
     # An absolute pattern under the search root is taken relative to it.
     prefix = root.rstrip("/") + "/"
-    regex = glob_regex(args.pattern[len(prefix) :] if args.pattern.startswith(prefix) else args.pattern)
-    with op_errors(root):
-        walk = await session.walk(root, include_hidden=args.include_hidden)
-    rules = IgnoreRules(root, walk.ignore, await ancestor_ignores(session, root)) if args.respect_gitignore else None
-    matched = [(rel, mtime) for rel, mtime in walk_files(walk, rules) if regex.fullmatch(rel)]
-    if args.sort_by == "modified":
-        matched.sort(key=lambda item: (-item[1], item[0]))
-    else:
-        matched.sort()
-    total = len(matched)
-    page = matched[args.offset : args.offset + args.limit]
+    pattern = args.pattern[len(prefix) :] if args.pattern.startswith(prefix) else args.pattern
+    total, page, incomplete = await find_files(session, root, pattern, args)
     remaining = max(0, total - args.offset - len(page))
     files = [posixpath.join(root, rel) for rel, _ in page]
-    data = {"files": files, "total": total, "remaining": remaining, "offset": args.offset, "incomplete": walk.truncated}
+    data = {"files": files, "total": total, "remaining": remaining, "offset": args.offset, "incomplete": incomplete}
     if not files:
         text = f"No files found matching pattern '{args.pattern}' in '{root}'"
     else:
         text = "\n".join(files)
         if remaining:
             text += f"\n\n... and {remaining} more files (showing {len(files)}/{total})"
-    if walk.truncated:
-        text += "\n\n(The directory tree is too large to walk completely; results are incomplete.)"
-    truncated = bool(remaining) or walk.truncated
+    if incomplete:
+        text += "\n\n(The directory tree could not be listed completely; results are incomplete.)"
+    truncated = bool(remaining) or incomplete
     truncation = {"remaining": remaining, "next_offset": args.offset + len(page)} if truncated else None
     return ToolResult.success(text, data, truncated=truncated, truncation=truncation)

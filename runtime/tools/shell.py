@@ -6,8 +6,9 @@ with the agent's command passed as an argument and run by ``eval`` in that shell
 state file in the container; an EXIT trap (which also runs after ``exit`` or ``set -e``)
 writes it back and reports the final working directory on stderr behind a per-session
 nonce, which the host strips and stores as ``session.cwd``. The host passes that
-directory as the next call's cwd. Everything uses bash builtins only: no extra process,
-no extra round trip.
+directory as the next call's cwd (a reattached controller's first call returns to the
+directory saved in the container). Past the very first call, everything is bash
+builtins: no extra process, no extra round trip.
 
 Stateless mode (``SessionConfig.stateless_bash``): every call starts in the session's
 root directory with the base environment.
@@ -32,7 +33,10 @@ from runtime.tools.base import ToolError, ToolErrorInfo, ToolInput, ToolResult, 
 if TYPE_CHECKING:
     from runtime.session import Session
 
-STATE_DIR = "/tmp/.caisson/shell"
+# Where the state lives: tmpfs when the container has one, because rewriting a small file
+# on the overlay filesystem costs ~1.5 ms (ext4 flushes truncated-then-rewritten files)
+# against ~0.05 ms on tmpfs.
+STATE_DIRS = ("/dev/shm/.caisson-shell", "/tmp/.caisson/shell")
 DEFAULT_TIMEOUT = 120.0
 MIN_TIMEOUT = 1.0
 MAX_TIMEOUT = 600.0
@@ -45,12 +49,14 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 R = TypeVar("R")
 
-# $1 state dir, $2 nonce, $3 the command, $4 "1" to return to the saved directory (the
-# first call of a reattached controller), then name/value pairs of this call's env.
-# Restores the saved exports (the first call ever records the base environment's names
-# instead), then applies this call's env, remembering what it shadows.
-_PROLOGUE = r"""__cs_d=$1 __cs_m=$2 __cs_c=$3 __cs_r=$4
-shift 4
+# $1 nonce, $2 the command, $3 "1" to return to the saved directory (the first call of a
+# reattached controller), then name/value pairs of this call's env. Restores the saved
+# exports (the first call ever records the base environment's names instead), then
+# applies this call's env, remembering what it shadows.
+_PROLOGUE = r"""__cs_m=$1 __cs_c=$2 __cs_r=$3
+shift 3
+__cs_d=%(shm)s
+[[ -w ${__cs_d%%/*} ]] || __cs_d=%(tmp)s
 declare -A __cs_v=() __cs_p=()
 while (($# > 1)); do __cs_v[$1]=$2; shift 2; done
 if [[ -r $__cs_d/env ]]; then
@@ -69,7 +75,7 @@ for __cs_n in "${!__cs_v[@]}"; do
   [[ ${!__cs_n@a} == *x* ]] && __cs_p[$__cs_n]=${!__cs_n}
   export "$__cs_n=${__cs_v[$__cs_n]}"
 done
-"""
+""" % {"shm": STATE_DIRS[0], "tmp": STATE_DIRS[1]}
 
 # Resets the agent's shell options that would break it (set -eu, noclobber), puts back
 # what this call's env shadowed (it is not session state), saves the exports plus an
@@ -319,7 +325,7 @@ async def bash(session: Session, args: BashInput) -> ToolResult:
 
     async def run_persistent(where: str) -> ExecResult:
         return await session.exec(
-            ["bash", "-c", PERSISTENT_SCRIPT, "bash", STATE_DIR, state.nonce, args.command, resume, *pairs],
+            ["bash", "-c", PERSISTENT_SCRIPT, "bash", state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.timeout,
             stdout_max=args.stdout_max, stderr_max=args.stderr_max + REPORT_ROOM,
         )
@@ -352,11 +358,14 @@ def _with_note(result: ToolResult, note: str) -> ToolResult:
 
 
 async def _saved_cwd(session: Session) -> str | None:
-    try:
-        text = (await session.read_file(posixpath.join(STATE_DIR, "cwd"))).decode("utf-8", "replace")
-    except OpError:
-        return None
-    return text if text.startswith("/") else None
+    for directory in STATE_DIRS:
+        try:
+            text = (await session.read_file(posixpath.join(directory, "cwd"))).decode("utf-8", "replace")
+        except OpError:
+            continue
+        if text.startswith("/"):
+            return text
+    return None
 
 
 async def _background(
@@ -371,7 +380,7 @@ async def _background(
             return await session.spawn(args.command, cwd=where, env=env, timeout=args.background_timeout, name=name)
         pairs = [item for kv in env.items() for item in kv]
         return await session.spawn(
-            ["bash", "-c", BACKGROUND_SCRIPT, "bash", STATE_DIR, state.nonce, args.command, resume, *pairs],
+            ["bash", "-c", BACKGROUND_SCRIPT, "bash", state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.background_timeout, name=name,
         )
 

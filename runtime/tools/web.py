@@ -203,8 +203,8 @@ def check_url(url: str, settings: WebSettings) -> Target:
     return Target(scheme, host, port or (443 if scheme == "https" else 80), path)
 
 
-async def resolve_checked(target: Target, settings: WebSettings) -> str:
-    """The address to connect to; every address the host resolves to must be allowed."""
+async def resolve_checked(target: Target, settings: WebSettings) -> list[str]:
+    """The addresses to connect to; every address the host resolves to must be allowed."""
     try:
         infos = await anyio.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
     except OSError as exc:
@@ -217,7 +217,7 @@ async def resolve_checked(target: Target, settings: WebSettings) -> str:
             reason = forbidden_reason(address)
             if reason:
                 raise FetchRefused(f"{target.host} resolves to {address}, {reason}; refusing to fetch")
-    return addresses[0]
+    return addresses
 
 
 # ---- fetching -----------------------------------------------------------------------------
@@ -236,19 +236,32 @@ class Response:
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
-def _request(target: Target, address: str, settings: WebSettings, deadline: float) -> Response:
-    """One HTTP GET to ``address`` (blocking; run in a worker thread)."""
+def _connect(addresses: list[str], port: int, timeout: float | None, source: tuple[str, int] | None) -> socket.socket:
+    """A TCP connection to the first of the checked ``addresses`` that answers."""
+    error: OSError = OSError("no address to connect to")
+    for address in addresses:
+        try:
+            return socket.create_connection((address, port), timeout, source)
+        except OSError as exc:
+            error = exc
+    raise error
+
+
+def _request(target: Target, addresses: list[str], settings: WebSettings, deadline: float) -> Response:
+    """One HTTP GET to one of ``addresses`` (blocking; run in a worker thread)."""
     timeout = max(0.1, deadline - time.monotonic())
     conn: http.client.HTTPConnection
     if target.scheme == "https":
-        # SNI and certificate checks use the host name; the socket goes to the checked address.
+        # SNI and certificate checks use the host name; the socket goes to a checked address.
         context = ssl.create_default_context()
         conn = http.client.HTTPSConnection(target.host, target.port, timeout=timeout, context=context)
     else:
         conn = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
-    conn._create_connection = lambda addr, t=None, src=None: socket.create_connection(  # type: ignore[attr-defined]
-        (address, addr[1]), t, src
-    )
+
+    def connect(addr: tuple[str, int], t: float | None = None, src: tuple[str, int] | None = None) -> socket.socket:
+        return _connect(addresses, addr[1], t, src)
+
+    conn._create_connection = connect  # type: ignore[attr-defined]
     try:
         conn.request(
             "GET",
@@ -289,11 +302,11 @@ async def fetch(url: str, settings: WebSettings) -> Response:
     current = url
     for _ in range(settings.max_redirects + 1):
         target = check_url(current, settings)
-        address = await resolve_checked(target, settings)
+        addresses = await resolve_checked(target, settings)
         try:
             with anyio.fail_after(max(0.1, deadline - time.monotonic())):
                 response = await anyio.to_thread.run_sync(
-                    _request, target, address, settings, deadline, abandon_on_cancel=True
+                    _request, target, addresses, settings, deadline, abandon_on_cancel=True
                 )
         except TimeoutError:
             raise FetchRefused(f"timed out after {settings.timeout:g} s fetching {current}") from None

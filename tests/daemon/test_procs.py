@@ -11,21 +11,17 @@ import pytest
 from daemon_client import ROOT, Client, marked_pids, start_daemon, wait_for
 
 
-def cmdline_pids(*needles: str) -> List[int]:
-    """Live processes whose command line contains one of ``needles``."""
+def cmdline_pids(daemon: Client, *needles: str) -> List[int]:
+    """Live processes of this daemon whose command line contains one of ``needles``."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in marked_pids(daemon.mark):
         try:
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open("/proc/%s/stat" % name, "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != b"Z" and any(n in cmdline for n in needles):
-            found.append(int(name))
+        if any(n in cmdline for n in needles):
+            found.append(pid)
     return found
 
 
@@ -110,7 +106,7 @@ def test_exec_does_not_wait_for_detached_background(daemon: Client) -> None:
     result, out, _ = daemon.run("sleep 101 & echo started")
     assert out == b"started\n" and result["exit_code"] == 0
     assert time.monotonic() - started < 1.0
-    assert cmdline_pids("sleep 101")  # still running: a background job, killed at daemon exit
+    assert cmdline_pids(daemon, "sleep 101")  # still running: a background job, killed at daemon exit
 
 
 def test_exec_timeout_kills_detached_tree(daemon: Client) -> None:
@@ -121,14 +117,14 @@ def test_exec_timeout_kills_detached_tree(daemon: Client) -> None:
     assert result["timed_out"] is True and result["exit_code"] is None and result["signal"] == 9
     assert out == b"begun\n"
     assert 0.9 < elapsed < 3.0, elapsed
-    assert wait_for(lambda: not cmdline_pids("sleep 300", "sleep 301", "sleep 100"), timeout=3.0)
+    assert wait_for(lambda: not cmdline_pids(daemon, "sleep 300", "sleep 301", "sleep 100"), timeout=3.0)
 
 
 def test_exec_timeout_kills_forking_loop(daemon: Client) -> None:
     # A tree that keeps forking cannot outrun the stop-then-kill sweep.
     result, _, _ = daemon.run("while true; do (sleep 302 &); done", timeout=0.5)
     assert result["timed_out"]
-    assert wait_for(lambda: not cmdline_pids("sleep 302"), timeout=3.0)
+    assert wait_for(lambda: not cmdline_pids(daemon, "sleep 302"), timeout=3.0)
 
 
 # ---------------------------------------------------------------- tasks
@@ -223,11 +219,11 @@ def test_task_kill_tree(daemon: Client) -> None:
     command = "setsid bash -c 'trap \"\" TERM; sleep 304' & (setsid sleep 305 &); echo up; sleep 306"
     task_id = daemon.call("spawn", command=command)[0]["task_id"]
     assert daemon.call("task_read", task_id=task_id, wait=5)[1] == b"up\n"
-    assert wait_for(lambda: len(cmdline_pids("sleep 304", "sleep 305", "sleep 306")) == 3)
+    assert wait_for(lambda: len(cmdline_pids(daemon, "sleep 304", "sleep 305", "sleep 306")) == 3)
     assert daemon.call("task_signal", task_id=task_id, signal="KILL")[0] == {"signalled": True}
     status, _ = daemon.call("task_wait", task_id=task_id, timeout=5)
     assert status["running"] is False and status["signal"] == 9
-    assert wait_for(lambda: not cmdline_pids("sleep 304", "sleep 305", "sleep 306"), timeout=3.0)
+    assert wait_for(lambda: not cmdline_pids(daemon, "sleep 304", "sleep 305", "sleep 306"), timeout=3.0)
 
 
 def test_background_timeout(daemon: Client) -> None:
@@ -235,7 +231,7 @@ def test_background_timeout(daemon: Client) -> None:
     status, _ = daemon.call("task_wait", task_id=task_id, timeout=5)
     assert status["running"] is False and status["timed_out"] is True and status["signal"] == 9
     assert daemon.call("task_read", task_id=task_id)[1] == b"hi\n"
-    assert wait_for(lambda: not cmdline_pids("sleep 307", "sleep 308"), timeout=3.0)
+    assert wait_for(lambda: not cmdline_pids(daemon, "sleep 307", "sleep 308"), timeout=3.0)
 
 
 def test_task_wait_timeout_and_list(daemon: Client) -> None:
@@ -259,7 +255,7 @@ def test_task_wait_timeout_and_list(daemon: Client) -> None:
 def test_tasks_killed_when_daemon_exits(daemon: Client) -> None:
     daemon.call("spawn", command="(setsid sleep 310 &); sleep 311")
     daemon.call("exec", command="setsid sleep 312 &")  # an orphan the daemon adopted
-    assert wait_for(lambda: len(cmdline_pids("sleep 310", "sleep 311", "sleep 312")) == 3)
+    assert wait_for(lambda: len(cmdline_pids(daemon, "sleep 310", "sleep 311", "sleep 312")) == 3)
     assert daemon.close() == 0
     assert wait_for(lambda: not marked_pids(daemon.mark), timeout=3.0)
 

@@ -9,8 +9,9 @@ from runtime.models import WalkEntry, WalkResult
 from runtime.tools import matching
 from runtime.tools.base import ToolError
 from runtime.tools.diffpatch import apply_hunks, parse_patch
-from runtime.tools.grep import check_pattern, select_files
-from runtime.tools.listing import IgnoreRules, walk_files
+from runtime.tools.grep import check_pattern
+from runtime.tools.listing import select_files
+from runtime.tools.listing import IgnoreRules
 from runtime.tools.textutil import GitGlob, changed_lines, glob_regex, unified_diff
 
 
@@ -141,6 +142,10 @@ def test_glob_syntax(pattern: str, path: str, hit: bool) -> None:
     assert (glob_regex(pattern).fullmatch(path) is not None) is hit
 
 
+def paths(entries: list[WalkEntry]) -> list[str]:
+    return [e.path for e in entries]
+
+
 def walk(*entries: tuple[str, str]) -> WalkResult:
     return WalkResult(entries=[WalkEntry(path=p, type=t) for p, t in entries])  # type: ignore[arg-type]
 
@@ -156,7 +161,7 @@ IGNORES = {"": "build/\n*.log\n!keep.log\n!.env.example\n/rootonly.txt\n", "src"
 
 def test_gitignore_semantics_nested_negation_directories_and_anchors() -> None:
     rules = IgnoreRules("/w", IGNORES, {"/": "*.pyc\n"})
-    files = [p for p, _ in walk_files(TREE, rules)]
+    files = [e.path for e in select_files(TREE, rules, [], [], include_hidden=True)]
     assert files == ["keep.log", ".env.example", ".secret", "src/x.py", "src/pkg/b.log", "src/pkg/y.py", "src/.h.py",
                      "src/rootonly.txt"]
     assert rules.state("z.pyc", False) is True  # a parent directory's .gitignore applies too
@@ -164,13 +169,13 @@ def test_gitignore_semantics_nested_negation_directories_and_anchors() -> None:
 
 def test_ripgrep_selection_overrides_types_and_hidden() -> None:
     rules = IgnoreRules("/w", IGNORES, {})
-    plain = select_files(TREE, rules, [GitGlob("!.git")], [], include_hidden=False)
+    plain = paths(select_files(TREE, rules, [GitGlob("!.git")], [], include_hidden=False))
     # A re-included hidden file is searched; other hidden files and symlinks are not.
     assert plain == ["keep.log", ".env.example", "src/x.py", "src/pkg/b.log", "src/pkg/y.py", "src/rootonly.txt"]
     # A --glob whitelist beats .gitignore and hiddenness for files (not for ignored dirs).
-    logs = select_files(TREE, rules, [GitGlob("*.log"), GitGlob("!.git")], [], include_hidden=False)
+    logs = paths(select_files(TREE, rules, [GitGlob("*.log"), GitGlob("!.git")], [], include_hidden=False))
     assert logs == ["keep.log", "a.log", "src/pkg/b.log"]
-    py = select_files(TREE, rules, [GitGlob("!.git")], [GitGlob("*.py")], include_hidden=False)
+    py = paths(select_files(TREE, rules, [GitGlob("!.git")], [GitGlob("*.py")], include_hidden=False))
     assert py == ["src/x.py", "src/pkg/y.py", "src/.h.py"]
 
 

@@ -1,0 +1,75 @@
+"""Seed 001 (Amp), "Additional Tools": undo_edit, delete_file and format_file served by caisson;
+finder, oracle, Task (and librarian, kraken, Check) through host hooks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from runtime import Runtime, Session
+from runtime.profiles.hooks import register_hook
+from tests.conformance.conftest import profile_session, sh
+
+pytestmark = pytest.mark.anyio
+W = "/workspace"
+
+
+@pytest.fixture(scope="module")
+async def s(rt: Runtime) -> AsyncIterator[Session]:
+    async with profile_session(rt, "amp") as session:
+        yield session
+
+
+async def test_undo_edit(s: Session) -> None:
+    """001 Additional Tools / File Operations: undo_edit - "Revert the last edit to a file"."""
+    await s.call("create_file", {"path": f"{W}/u.txt", "content": "one\n"})
+    await s.call("edit_file", {"path": f"{W}/u.txt", "old_str": "one", "new_str": "two"})
+    r = await s.call("undo_edit", {"path": f"{W}/u.txt"})
+    assert r.ok and r.data["status"] == "done" and r.data["trackFiles"] == [f"{W}/u.txt"]
+    assert "-two\n+one" in r.data["result"]["diff"]
+    assert await sh(s, f"cat {W}/u.txt") == "one\n"
+
+
+async def test_delete_file(s: Session) -> None:
+    """001 Additional Tools / File Operations: delete_file - "Delete a file"."""
+    await s.call("create_file", {"path": f"{W}/d.txt", "content": "x"})
+    r = await s.call("delete_file", {"path": f"{W}/d.txt"})
+    assert r.data == {"status": "done", "result": f"Successfully deleted file {W}/d.txt", "trackFiles": [f"{W}/d.txt"]}
+    gone = await s.call("delete_file", {"path": f"{W}/d.txt"})
+    assert gone.data["status"] == "error"
+
+
+async def test_format_file(s: Session) -> None:
+    """001 Additional Tools / File Operations: format_file - "Auto-format a file"; a file type
+    without an installed formatter is a clear error."""
+    await s.call("create_file", {"path": f"{W}/f.unknownext", "content": "x"})
+    r = await s.call("format_file", {"path": f"{W}/f.unknownext"})
+    assert r.data == {"status": "error", "error": {"message": "No formatter available for f.unknownext"}}
+
+
+async def test_llm_tools_are_listed_and_not_served_without_hook(s: Session) -> None:
+    """001 Additional Tools / Subagents and Search: finder, oracle and Task need a language model:
+    without a hook the call fails with a clear "not served" error."""
+    names = {t["name"] for t in s.tools("anthropic")}
+    assert {"finder", "oracle", "Task"} <= names
+    r = await s.call("oracle", {"task": "Why is the build slow?"})
+    assert not r.ok and r.error is not None and r.error.code == "not_served"
+    assert r.data == {"status": "error", "error": {"message": r.text}}
+    assert "register_hook('amp', 'oracle', handler)" in r.text
+
+
+async def test_llm_tool_served_by_a_session_hook(s: Session) -> None:
+    """001 Additional Tools: the embedding program serves Task with a hook; the result comes back
+    in Amp's envelope."""
+    seen: list[dict[str, Any]] = []
+
+    async def task(session: Session, args: dict[str, Any]) -> str:
+        seen.append(args)
+        return f"sub-agent finished: {args['description']}"
+
+    register_hook("amp", "Task", task, session=s)
+    r = await s.call("Task", {"prompt": "Rename foo to bar everywhere", "description": "rename"})
+    assert r.data == {"status": "done", "result": "sub-agent finished: rename"}
+    assert seen == [{"prompt": "Rename foo to bar everywhere", "description": "rename"}]

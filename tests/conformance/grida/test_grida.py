@@ -1,0 +1,145 @@
+"""Seed 002 (Grida fundamental tools): read_file with a freshness token, edit_file and
+write_file with the version-checked staleness guard, list_files, grep_files, the todo_write
+example and the tool_search sketch, in a real `grida` session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runtime import Runtime, Session
+from tests.conformance.conftest import as_json, profile_session, sh
+
+pytestmark = pytest.mark.anyio
+W = "/workspace"
+
+
+@pytest.fixture(scope="module")
+async def s(rt: Runtime) -> AsyncIterator[Session]:
+    async with profile_session(rt, "grida") as session:
+        await sh(session, f"mkdir -p {W}/notes && printf '<svg>\\n  <rect  x=\"1\"/>\\n</svg>\\n' > {W}/canvas.svg "
+                          f"&& printf 'Draft\\ndraft two\\n' > {W}/notes/draft.md")
+        yield session
+
+
+async def test_read_file_content_and_version(s: Session) -> None:
+    """002 ::read_file - "Read a file's content + a freshness token"."""
+    r = await s.call("read_file", {"path": f"{W}/canvas.svg"})
+    value = as_json(r)
+    assert value["content"] == '<svg>\n  <rect  x="1"/>\n</svg>\n'
+    assert isinstance(value["version"], str) and value["version"]
+    missing = await s.call("read_file", {"path": f"{W}/none.svg"})
+    assert not missing.ok
+    assert as_json(missing) == {"ok": False, "reason": "not_found", "message": f"No file at {W}/none.svg."}
+
+
+async def test_edit_file_match_and_replace(s: Session) -> None:
+    """002 ::edit_file - literal substring first, then a whitespace-normalized fallback; the
+    result carries the new version and the number of occurrences."""
+    version = as_json(await s.call("read_file", {"path": f"{W}/canvas.svg"}))["version"]
+    r = await s.call("edit_file", {"path": f"{W}/canvas.svg", "old_string": '<rect x="1"/>',
+                                   "new_string": '<rect x="2"/>', "version": version})
+    value = as_json(r)
+    assert r.ok and value["ok"] is True and value["occurrences"] == 1 and value["version"] != version
+    assert await sh(s, f"cat {W}/canvas.svg") == '<svg>\n  <rect x="2"/>\n</svg>\n'
+
+
+async def test_edit_file_staleness_guard(s: Session) -> None:
+    """002 ::edit_file - "plus our version-checked staleness guard": an edit with a version older
+    than the file is refused (reason stale, current_version) and nothing changes."""
+    old = as_json(await s.call("read_file", {"path": f"{W}/notes/draft.md"}))["version"]
+    await sh(s, f"printf 'Draft\\ndraft two\\nhuman edit\\n' > {W}/notes/draft.md")
+    r = await s.call("edit_file", {"path": f"{W}/notes/draft.md", "old_string": "Draft", "new_string": "Final",
+                                   "version": old})
+    value = as_json(r)
+    assert not r.ok and value["reason"] == "stale" and value["current_version"] != old
+    assert value["message"] == f"File at {W}/notes/draft.md changed since you last read it."
+    assert await sh(s, f"cat {W}/notes/draft.md") == "Draft\ndraft two\nhuman edit\n"
+
+
+async def test_edit_file_rejections(s: Session) -> None:
+    """002 ::edit_file - "Ambiguous matches reject unless replace_all: true"; not found; no-op."""
+    await sh(s, f"printf 'a b\\na b\\n' > {W}/amb.txt")
+    version = as_json(await s.call("read_file", {"path": f"{W}/amb.txt"}))["version"]
+    ambiguous = as_json(await s.call("edit_file", {"path": f"{W}/amb.txt", "old_string": "a b", "new_string": "c",
+                                                   "version": version}))
+    assert ambiguous["reason"] == "ambiguous" and ambiguous["occurrences"] == 2
+    missing = as_json(await s.call("edit_file", {"path": f"{W}/amb.txt", "old_string": "zzz", "new_string": "c",
+                                                 "version": version}))
+    assert missing["reason"] == "not_found"
+    same = as_json(await s.call("edit_file", {"path": f"{W}/amb.txt", "old_string": "a b", "new_string": "a b",
+                                              "version": version}))
+    assert same["reason"] == "no_op"
+    every = as_json(await s.call("edit_file", {"path": f"{W}/amb.txt", "old_string": "a b", "new_string": "c",
+                                               "replace_all": True, "version": version}))
+    assert every["ok"] is True and every["occurrences"] == 2
+    empty = await s.call("edit_file", {"path": f"{W}/amb.txt", "old_string": "", "new_string": "c",
+                                       "version": version})
+    assert not empty.ok
+
+
+async def test_write_file_permissive_and_checked(s: Session) -> None:
+    """002 ::write_file - version optional: omit it for a permissive write, include it (from the
+    last read) for a staleness-safe rewrite."""
+    created = as_json(await s.call("write_file", {"path": f"{W}/notes/new.md", "content": "v1\n"}))
+    assert created["ok"] is True
+    checked = as_json(await s.call("write_file", {"path": f"{W}/notes/new.md", "content": "v2\n",
+                                                  "version": created["version"]}))
+    assert checked["ok"] is True and checked["version"] != created["version"]
+    stale = as_json(await s.call("write_file", {"path": f"{W}/notes/new.md", "content": "v3\n",
+                                                "version": created["version"]}))
+    assert stale["reason"] == "stale" and stale["current_version"] == checked["version"]
+    assert await sh(s, f"cat {W}/notes/new.md") == "v2\n"
+    missing = as_json(await s.call("write_file", {"path": f"{W}/notes/gone.md", "content": "x",
+                                                  "version": created["version"]}))
+    assert missing["reason"] == "not_found"
+
+
+async def test_list_files(s: Session) -> None:
+    """002 ::list_files - "Enumerate every known file. Sorted absolute paths."."""
+    value = as_json(await s.call("list_files", {}))
+    assert value["files"] == sorted(value["files"])
+    assert {f"{W}/canvas.svg", f"{W}/notes/draft.md"} <= set(value["files"])
+    assert all(path.startswith("/") for path in value["files"])
+
+
+async def test_grep_files(s: Session) -> None:
+    """002 ::grep_files - literal, case-sensitive by default (grep -n -F), one entry per matching
+    line {path, line, text} with a 1-indexed line and the full line; case_sensitive false for -i;
+    path_prefix narrows the scope."""
+    await sh(s, f"printf 'x = a.b(c)\\nDraft again\\n' > {W}/notes/regex.md")
+    literal = as_json(await s.call("grep_files", {"pattern": "a.b(c)"}))
+    assert literal["matches"] == [{"path": f"{W}/notes/regex.md", "line": 1, "text": "x = a.b(c)"}]
+    assert literal["files_scanned"] >= 4
+    sensitive = as_json(await s.call("grep_files", {"pattern": "Draft", "path_prefix": f"{W}/notes/"}))
+    assert [(m["path"], m["line"]) for m in sensitive["matches"]] == [
+        (f"{W}/notes/draft.md", 1), (f"{W}/notes/regex.md", 2)]
+    insensitive = as_json(await s.call("grep_files", {"pattern": "draft", "case_sensitive": False,
+                                                      "path_prefix": f"{W}/notes/dr"}))
+    assert [m["text"] for m in insensitive["matches"]] == ["Draft", "draft two"]
+    assert insensitive["files_scanned"] == 1
+
+
+async def test_todo_write_example(s: Session) -> None:
+    """002 ::todo_write - the example list; the whole list replaces the previous one; at most one
+    in_progress."""
+    todo = {"content": "Add a star", "activeForm": "Adding a star", "status": "in_progress"}
+    r = await s.call("todo_write", {"todos": [todo]})
+    assert r.ok and r.data["todos"] == [todo] and "Adding a star" in r.text
+    replaced = await s.call("todo_write", {"todos": [{**todo, "status": "completed"}]})
+    assert replaced.data["todos"] == [{**todo, "status": "completed"}]
+    two = await s.call("todo_write", {"todos": [todo, {**todo, "content": "Add a moon"}]})
+    assert not two.ok
+
+
+async def test_tool_search_sketch(s: Session) -> None:
+    """002 ::tool_search - query (free-text intent) or select (exact names), max_results;
+    -> {tools: [{name, description, schema}]}."""
+    found = await s.call("tool_search", {"query": "grep files", "max_results": 2})
+    tools = found.data["tools"]
+    assert 1 <= len(tools) <= 2 and tools[0]["name"] == "grep_files"
+    assert set(tools[0]) == {"name", "description", "schema"}
+    selected = await s.call("tool_search", {"select": ["read_file", "todo_write"]})
+    assert [t["name"] for t in selected.data["tools"]] == ["read_file", "todo_write"]
+    assert "path" in selected.data["tools"][0]["schema"]["properties"]
