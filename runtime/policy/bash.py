@@ -292,13 +292,22 @@ class _Lexer:
                 self._backticks(subs)
                 dynamic = True
             else:
-                if c in "*?[" or (c == "{" and _BRACE_RE.match(self.src, self.pos)):
+                if c in "*?" or (c == "{" and _BRACE_RE.match(self.src, self.pos)) or (c == "[" and self._closes_bracket()):
                     glob = True
                 buf.append(c)
                 self.pos += 1
         if self.pos == start:
             raise _ParseError(f"unexpected {self.peek()!r}")
         return _Word(self.src[start : self.pos], None if dynamic else "".join(buf), glob, subs, issues)
+
+    def _closes_bracket(self) -> bool:
+        """A "[" is a glob only with a "]" later in the same word ("[" alone is the test command)."""
+        i = self.pos + 1
+        while i < len(self.src) and self.src[i] not in _WORD_BREAK:
+            if self.src[i] == "]":
+                return True
+            i += 1
+        return False
 
     def _double_quoted(
         self, buf: list[str], subs: list[list[_Tok]], issues: list[str], terminator: str | None
@@ -1129,7 +1138,7 @@ def _unsure_dangerous(a: _Analyzer, seg: _Seg, name: str, argv: _Argv) -> bool:
 @_register("grep", "egrep", "fgrep", "rg")
 def _h_grep(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
     if name == "rg":
-        argv = _getopt(args, "eEfgjmAB CMtTr".replace(" ", ""), (
+        argv = _getopt(args, "eEfgjmABCMtTr", (
             "--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--max-count",
             "--after-context", "--before-context", "--context", "--max-columns", "--threads",
             "--replace", "--encoding", "--max-depth", "--max-filesize", "--sort", "--sortr",
@@ -1717,8 +1726,9 @@ def _h_awk(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
             a.note(seg, _D, f"{name}: option {opt}")
             return
     program = argv.operands[0].value or ""
-    if re.search(r"system|getline|close|fflush|\||>|@|ENVIRON|PROCINFO", program):
-        a.note(seg, _D, f"{name}: program may run commands or write files (system, |, >, getline)")
+    # Output redirection and pipes only exist in print/printf statements ("NR > 1" is a test).
+    if re.search(r"system|getline|close|fflush|@|\|&|\b(?:print|printf)\b[^;{}\n]*[>|]", program):
+        a.note(seg, _D, f"{name}: program may run commands or write files (system, print >, print |, getline)")
         return
     for w in argv.operands[1:]:
         if not re.match(r"[A-Za-z_][A-Za-z0-9_]*=", w.value or ""):
@@ -1890,9 +1900,11 @@ def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
 
 
 def _run_inner(a: _Analyzer, seg: _Seg, wrapper: str, inner: list[_Word]) -> None:
-    a.note(seg, _S, f"{wrapper}: runs a command")
     if inner:
+        a.note(seg, _S, f"{wrapper}: runs a command")
         a.command(inner)
+    else:
+        a.note(seg, _S, f"{wrapper}: read-only")
 
 
 @_register("nice", "nohup", "time", "timeout", "stdbuf", "command", "builtin", "exec", "busybox", "ionice")

@@ -301,30 +301,34 @@ class PolicyEngine:
     def _confinement(self, call: _Call, allows: list[tuple[str, Rule, set[int] | None]], level: Level) -> Decision | None:
         p = self.policy
         req = call.req
-        path_allows = [(name, rule) for name, rule, _ in allows if rule.path]
+        allowed_globs = [rule.path for _, rule, _ in allows if rule.path]
         for requested, resolved in call.paths:
-            lifted = next((name for name, rule in path_allows if glob_match(rule.path or "", resolved)), None)
             outside = not is_within(resolved, p.workspace_roots) or (
                 requested.startswith("/") and not is_within(requested, p.workspace_roots)
             )
-            if outside and lifted is None and not self._path_grant(resolved, call.need):
+            secret = None
+            if req.access == "read":
+                secret = is_secret(resolved, p.secret_patterns, p.secret_exceptions) or is_secret(
+                    requested, p.secret_patterns, p.secret_exceptions
+                )
+            if not (outside or secret):
+                continue
+            lifted = any(glob_match(glob, resolved) for glob in allowed_globs)
+            if lifted or self._path_grant(resolved, call.need):
+                continue
+            if outside:
                 return _deny(
                     level,
                     "workspace_roots",
                     f"Path {resolved} is outside the workspace ({', '.join(p.workspace_roots)}).",
                     call.reasons,
                 )
-            if req.access == "read":
-                secret = is_secret(resolved, p.secret_patterns, p.secret_exceptions) or (
-                    is_secret(requested, p.secret_patterns, p.secret_exceptions)
-                )
-                if secret and lifted is None and not self._path_grant(resolved, call.need):
-                    return _deny(
-                        level,
-                        "secret_files",
-                        f"Refusing to read {resolved}: it matches the secret-file pattern {secret!r}. Reading secrets is not permitted.",
-                        call.reasons,
-                    )
+            return _deny(
+                level,
+                "secret_files",
+                f"Refusing to read {resolved}: it matches the secret-file pattern {secret!r}. Reading secrets is not permitted.",
+                call.reasons,
+            )
         return None
 
     def _path_grant(self, path: str, need: GrantLevel) -> Grant | None:

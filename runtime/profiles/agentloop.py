@@ -54,15 +54,12 @@ def _dumps(value: Any) -> str:
 def _as_json(result: ToolResult, value: Any, *, ok: bool | None = None) -> ToolResult:
     """``result`` reshaped to AgentLoop's JSON object (text = the JSON, data = the object)."""
     ok = result.ok if ok is None else ok
-    return result.model_copy(update={"text": _dumps(value), "data": value, "ok": ok, "error": None if ok else result.error})
+    error = None if ok else result.error
+    return result.model_copy(update={"text": _dumps(value), "data": value, "ok": ok, "error": error})
 
 
 def _error_text(result: ToolResult) -> str:
     return result.error.message if result.error else result.text
-
-
-def _seconds(ms: float | None) -> float | None:
-    return None if ms is None else ms / 1000
 
 
 # ---- calculate, search ---------------------------------------------------------------------------
@@ -88,6 +85,9 @@ def _present_search(result: ToolResult, args: SearchArgs) -> ToolResult:
     return _as_json(result, result.data["results"])
 
 
+# ---- code-search ---------------------------------------------------------------------------------
+
+
 def union_tool(name: str, canonicals: tuple[str, ...], level: Level, snippet: str) -> Tool:
     """One profile tool served by whichever canonical tool its mapping picked (by input model)."""
     by_model: dict[type[BaseModel], Tool] = {REGISTRY[c].input_model: REGISTRY[c] for c in canonicals}
@@ -106,9 +106,6 @@ def union_tool(name: str, canonicals: tuple[str, ...], level: Level, snippet: st
         paths=lambda a: by_model[type(a)].paths(a),
         command=lambda a: by_model[type(a)].command(a),
     )
-
-
-# ---- code-search ---------------------------------------------------------------------------------
 
 
 class CodeSearchArgs(ToolInput):
@@ -163,7 +160,7 @@ def _present_code_search(result: ToolResult, args: CodeSearchArgs) -> ToolResult
 class ProcessJSON(ToolInput):
     """The `{ stdout, stderr, exitCode }` result of code_run and shell."""
 
-    _timeout_ms: float | None = PrivateAttr(None)
+    _timeout_ms: float = PrivateAttr(0.0)
 
 
 def _present_process(result: ToolResult, args: ProcessJSON) -> ToolResult:
@@ -198,7 +195,7 @@ def _code_run(args: CodeRunArgs, session: Session) -> Any:
         "env": args.env,
     }
     if args.timeout is not None:
-        canonical["timeout"] = _seconds(args.timeout)
+        canonical["timeout"] = args.timeout / 1000
     model = _canonical("run_code", **canonical)
     args._timeout_ms = model.timeout * 1000
     return model
@@ -214,7 +211,7 @@ class ShellArgs(ProcessJSON):
 def _shell(args: ShellArgs, session: Session) -> Any:
     canonical: dict[str, Any] = {"command": args.command, "cwd": args.cwd, "env": args.env}
     if args.timeout is not None:
-        canonical["timeout"] = _seconds(args.timeout)
+        canonical["timeout"] = args.timeout / 1000
     model = _canonical("exec", **canonical)
     args._timeout_ms = model.timeout * 1000
     return model
@@ -482,7 +479,8 @@ def _present_git_branch(result: ToolResult, args: GitBranchArgs) -> ToolResult:
     if not result.ok:
         return _success_failure(result)
     if args.action == "list":
-        branches = [{"name": b["name"], "current": b["current"], "commit": b["commit"]} for b in result.data["branches"]]
+        keys = ("name", "current", "commit")
+        branches = [{k: b[k] for k in keys} for b in result.data["branches"]]
         return _as_json(result, {"success": True, "branches": branches, "current": result.data["current"]})
     return _as_json(result, {"success": True})
 

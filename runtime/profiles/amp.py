@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr
 
+from runtime.errors import OpError
 from runtime.policy import Level
 from runtime.policy.paths import is_secret
 from runtime.profiles.base import Profile, ProfileTool
@@ -79,11 +80,19 @@ def _message(result: ToolResult) -> str:
 
 
 async def home_dir(session: Session) -> str:
-    """The agent user's home directory in the container (for ``~``), asked once per session."""
+    """The agent user's home directory (for ``~``), from the container's /etc/passwd: a read,
+    not a process, since this runs before the permission policy has decided the call."""
     cache: dict[str, str] = session.tool_state("amp.home", dict)
     if "home" not in cache:
-        res = await session.exec(["sh", "-c", 'printf %s "$HOME"'], timeout=10)
-        cache["home"] = res.stdout if res.stdout.startswith("/") else "/"
+        cache["home"] = "/"
+        try:
+            passwd = (await session.read_file("/etc/passwd", 0, 1024 * 1024)).decode("utf-8", "replace")
+        except OpError:
+            passwd = ""
+        for line in passwd.splitlines():
+            fields = line.split(":")
+            if len(fields) >= 6 and fields[0] == session.config.agent_user and fields[5].startswith("/"):
+                cache["home"] = fields[5]
     return cache["home"]
 
 

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from runtime.session import Session
 
 NAME = "grida"
-PATH_DESCRIPTION = "Absolute path in the agent filesystem, starting with `/`. Examples: `/canvas.svg`, `/notes/draft.md`."
+PATH_DESCRIPTION = (
+    "Absolute path in the agent filesystem, starting with `/`. Examples: `/canvas.svg`, `/notes/draft.md`."
+)
 MAX_FILES = 100_000
 
 
@@ -152,7 +154,9 @@ def _present_list(result: ToolResult, args: ListFilesArgs) -> ToolResult:
 
 
 class GrepFilesArgs(ToolInput):
-    pattern: str = Field(min_length=1, description="Literal substring to match. Not a regex. Case-sensitive by default.")
+    pattern: str = Field(
+        min_length=1, description="Literal substring to match. Not a regex. Case-sensitive by default."
+    )
     path_prefix: str | None = Field(
         None, description="Limit to paths starting with this prefix (e.g. `/notes/`). Omit to scan everything."
     )

@@ -22,6 +22,7 @@ a hook the call fails with the code ``not_served`` and a message naming this fun
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +91,7 @@ def hook_tool(
 
     async def handler(session: Session, args: BaseModel) -> ToolResult:
         value = await call_hook(session, profile, name, args, what)
-        text = value if isinstance(value, str) else ""
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return ToolResult.success(text, value)
 
     return Tool(

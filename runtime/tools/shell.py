@@ -261,6 +261,9 @@ class BashInput(TimedInput):
     )
     stdout_max: int = Field(STDOUT_MAX, ge=1, le=8 * 1024 * 1024, description="stdout cap in bytes")
     stderr_max: int = Field(STDERR_MAX, ge=1, le=8 * 1024 * 1024, description="stderr cap in bytes")
+    stateless: bool | None = Field(
+        None, description="Run from the root directory and base environment, keeping no state (default: session option)"
+    )
 
 
 async def _exec_with_cwd_fallback(
@@ -296,7 +299,7 @@ async def _exec_with_cwd_fallback(
 async def bash(session: Session, args: BashInput) -> ToolResult:
     reject_destructive(args.command)
     env = check_env(args.env)
-    stateless = session.config.stateless_bash
+    stateless = session.config.stateless_bash if args.stateless is None else args.stateless
     explicit = args.working_dir is not None
     if explicit:
         cwd = session.resolve(args.working_dir or "")

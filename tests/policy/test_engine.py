@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -535,3 +536,22 @@ def test_policy_file_from_environment(tmp_path: Any) -> None:
     f.write_text('{"max_level": "safe"}')
     policy = Policy.from_env(environ={"CAISSON_POLICY": str(f), "AUTO_APPROVE_ALL": "1"})
     assert (policy.max_level, policy.auto_approve_all) == (Level.SAFE, True)
+
+
+async def test_example_policy_file() -> None:
+    policy = Policy.load(Path(__file__).with_name("example_policy.toml"))
+    e = engine(policy)
+    assert (await e.decide(make_call("git_push", access="network"))).rule == "no-push"
+    forced = await e.decide(make_call("bash", command="git reset --force-with-lease x", access="execute"))
+    assert forced.rule == "no-force"
+    assert (await e.decide(make_call("bash", command="pip install requests", access="execute"))).rule == "confirm-network"
+    tests = await e.decide(make_call("bash", command="cd repo && pytest -x -q", access="execute"))
+    assert (tests.allowed, tests.rule) == (True, "tests")
+    assert (await e.decide(make_call("bash", command="make test", access="execute"))).allowed
+    assert not (await e.decide(make_call("bash", command="make install", access="execute"))).allowed
+    docs = await e.decide(make_call("edit_file", paths=["/workspace/docs/a.md"], access="write"))
+    assert (docs.allowed, docs.rule) == (False, "readonly-docs")
+    data = await e.decide(make_call("read_file", paths=["/data/train.csv"]))
+    assert (data.allowed, data.rule) == (True, "datasets")
+    fetch = await e.decide(make_call("web_fetch", access="network", domain="example.com"))
+    assert (fetch.allowed, fetch.level) == (False, Level.DANGEROUS)

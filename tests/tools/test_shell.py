@@ -138,6 +138,14 @@ async def test_stateless_mode_starts_every_call_fresh(rt: Runtime) -> None:
         assert r.data["stdout"] == "only\n"
 
 
+async def test_stateless_per_call(session: Session) -> None:
+    await sh(session, "cd /tmp && export KEPT=1")
+    r = await sh(session, 'cd /; pwd; echo "${KEPT:-unset}"', stateless=True)
+    assert r.data["stdout"] == "/\nunset\n"
+    r = await sh(session, 'pwd; echo "$KEPT"')
+    assert r.data["stdout"] == "/tmp\n1\n"
+
+
 # ---- timeouts and caps ---------------------------------------------------------------------------
 
 

@@ -79,7 +79,8 @@ async def test_write_file_example(s: Session) -> None:
 async def test_edit_file_example(s: Session) -> None:
     """000 edit_file, Example: fn old_function( -> fn new_function(, replace_all false: only the
     first occurrence is replaced."""
-    await sh(s, f"printf 'fn old_function() {{}}\\nfn other() {{ old_function(); }}\\nfn old_function(x) {{}}\\n' > {P}/src/lib.rs")
+    await sh(s, f"printf 'fn old_function() {{}}\\nfn other() {{ old_function(); }}\\n"
+                f"fn old_function(x) {{}}\\n' > {P}/src/lib.rs")
     r = await s.call("edit_file", {"file_path": f"{P}/src/lib.rs", "old_string": "fn old_function(",
                                    "new_string": "fn new_function(", "replace_all": False})
     assert r.ok, r.text

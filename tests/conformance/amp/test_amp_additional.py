@@ -73,3 +73,21 @@ async def test_llm_tool_served_by_a_session_hook(s: Session) -> None:
     r = await s.call("Task", {"prompt": "Rename foo to bar everywhere", "description": "rename"})
     assert r.data == {"status": "done", "result": "sub-agent finished: rename"}
     assert seen == [{"prompt": "Rename foo to bar everywhere", "description": "rename"}]
+
+
+async def test_tilde_expands_to_the_agent_home(s: Session) -> None:
+    """001 Read, Behavior Contract 3 ("Expand ~ to home directory") and Bash preprocessing
+    ("Expands ~ to home directory in cwd"); the home lies outside the workspace, so the
+    permission policy refuses the read: the path it names is the expanded one."""
+    home = (await sh(s, "printf %s \"$HOME\"")).strip()
+    r = await s.call("Read", {"path": "~/notes.txt"})
+    assert not r.ok and f"{home}/notes.txt" in r.text
+
+
+async def test_web_search_and_read_web_page(s: Session) -> None:
+    """001 Additional Tools / Search: web_search through the deployment's provider (`none`: no
+    results) in Amp's envelope; read_web_page refuses a private address unless allowed."""
+    found = await s.call("web_search", {"query": "caisson"})
+    assert found.data == {"status": "done", "result": []}
+    refused = await s.call("read_web_page", {"url": "http://127.0.0.1:9/"})
+    assert refused.data["status"] == "error" and refused.data["error"]["message"]

@@ -291,7 +291,8 @@ async def test_grep_limits(s: Session) -> None:
 
 
 async def test_grep_error(s: Session) -> None:
-    """001 Grep, Implementation: a failed search -> {status: "error", error: {message: "ripgrep exited with code 2"}}."""
+    """001 Grep, Implementation: a failed search ->
+    {status: "error", error: {message: "ripgrep exited with code 2"}}."""
     r = await s.call("Grep", {"pattern": "a{", "path": "g"})
     assert not r.ok and envelope(r)["status"] == "error"
     assert envelope(r)["error"]["message"] == "ripgrep exited with code 2"

@@ -1,0 +1,272 @@
+"""ls, glob and grep against real sessions, including grep/glob parity between ripgrep and
+the pure-Python engine on a generated tree, and an image without ripgrep."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from runtime import Runtime, Session
+from runtime.bench_tools import make_tree
+from runtime.images import resolve_base
+from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.grep import GrepInput, run_search
+from runtime.tools.listing import GlobInput, find_files
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(session: Session, name: str, **args: Any) -> ToolResult:
+    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
+    t = REGISTRY[name]
+    try:
+        return await t.handler(session, t.input_model.model_validate(args))
+    except ValidationError as exc:
+        return ToolResult.failure("invalid_arguments", str(exc))
+    except ToolError as exc:
+        return ToolResult.failure(exc.code, exc.message, exc.data)
+
+
+SMALL_TREE = {
+    ".gitignore": "build/\n*.log\n!keep.log\n",
+    "a.py": "import os\nprint('Hello World')\n",
+    "b.rs": "fn main() {\n    println!(\"hello\");\n}\n",
+    "src/main.rs": "fn main() {}\n// TODO: hello later\n",
+    "src/lib/x.rs": "pub fn x() -> u8 { 1 }\n",
+    "src/.gitignore": "gen.rs\n",
+    "src/gen.rs": "generated hello\n",
+    "src/keep.log": "hello kept\n",
+    "src/app.log": "hello ignored\n",
+    "build/z.rs": "hello in build\n",
+    ".hidden/y.rs": "hello hidden\n",
+    ".h.rs": "hello dotfile\n",
+    "docs/guide.md": "# Guide\nSay hello.\n",
+}
+
+
+@pytest.fixture(scope="module")
+async def tree(shared_session: Session) -> AsyncIterator[str]:
+    root = f"/workspace/s-{uuid.uuid4().hex[:8]}"
+    for rel, content in SMALL_TREE.items():
+        await shared_session.write_file(f"{root}/{rel}", content)
+    await shared_session.write_file(f"{root}/bin.dat", b"hello\x00binary")
+    await shared_session.exec(["ln", "-s", "b.rs", f"{root}/link.rs"])
+    # Distinct modification times, newest last in this list.
+    for age, rel in enumerate(reversed(["a.py", "b.rs", "src/main.rs", "src/lib/x.rs", "docs/guide.md"])):
+        await shared_session.exec(["touch", "-d", f"@{1_700_000_000 - age * 60}", f"{root}/{rel}"])
+    yield root
+
+
+# ---- ls ------------------------------------------------------------------------------------
+
+
+async def test_ls_sorts_directories_first_and_hides_dotfiles(shared_session: Session, tree: str) -> None:
+    r = await call(shared_session, "ls", path=tree)
+    assert r.text == "build/\ndocs/\nsrc/\na.py\nb.rs\nbin.dat\nlink.rs"
+    hidden = await call(shared_session, "ls", path=tree, include_hidden=True, directories_first=False, reverse=True)
+    assert hidden.text.splitlines()[:3] == ["src/", "link.rs", "docs/"]
+    assert ".gitignore" in hidden.text and ".hidden/" in hidden.text
+
+
+async def test_ls_long_format_pattern_and_limit(shared_session: Session, tree: str) -> None:
+    r = await call(shared_session, "ls", path=tree, long_format=True, pattern="*.rs")
+    lines = r.text.splitlines()
+    assert lines[0].startswith("-rw-r--r--") and lines[0].endswith(" b.rs")
+    assert "33B" in lines[0] and "Nov 14 22:" in lines[0]
+    assert lines[1].startswith("lrwxrwxrwx") and lines[1].endswith("link.rs -> b.rs")
+    by_size = await call(shared_session, "ls", path=tree, sort_by="size", limit=2)
+    assert by_size.text.endswith("\n\n... and 5 more entries (showing 2/7)") and by_size.truncated
+    file = await call(shared_session, "ls", path=f"{tree}/a.py")
+    assert file.error.code == "not_a_directory" and "read_file" in file.text
+
+
+# ---- glob ----------------------------------------------------------------------------------
+
+
+async def test_glob_newest_first_respecting_gitignore(shared_session: Session, tree: str) -> None:
+    r = await call(shared_session, "glob", pattern="**/*.rs", path=tree)
+    assert r.text.splitlines() == [f"{tree}/{p}" for p in ("src/lib/x.rs", "src/main.rs", "b.rs")]
+    hidden = await call(shared_session, "glob", pattern="**/*.rs", path=tree, include_hidden=True, sort_by="path")
+    assert [p[len(tree) + 1 :] for p in hidden.data["files"]] == [".h.rs", ".hidden/y.rs", "b.rs", "src/lib/x.rs",
+                                                                 "src/main.rs"]
+    unignored = await call(shared_session, "glob", pattern="**/*.{rs,log}", path=tree, respect_gitignore=False,
+                           sort_by="path")
+    assert "build/z.rs" in str(unignored.data["files"]) and "src/gen.rs" in str(unignored.data["files"])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("*.py", ["a.py"]),
+        ("*", ["a.py", "b.rs", "bin.dat"]),
+        ("src/*.rs", ["src/main.rs"]),
+        ("src/**", ["src/keep.log", "src/lib/x.rs", "src/main.rs"]),
+        ("?.rs", ["b.rs"]),
+        ("[ab].*", ["a.py", "b.rs"]),
+        ("[!a].*", ["b.rs"]),
+        ("**/*.{md,py}", ["a.py", "docs/guide.md"]),
+    ],
+)
+async def test_glob_pattern_syntax(shared_session: Session, tree: str, pattern: str, expected: list[str]) -> None:
+    r = await call(shared_session, "glob", pattern=pattern, path=tree, sort_by="path")
+    assert [p[len(tree) + 1 :] for p in r.data["files"]] == expected
+
+
+async def test_glob_pagination_and_no_match(shared_session: Session, tree: str) -> None:
+    page = await call(shared_session, "glob", pattern="**/*", path=tree, limit=2, offset=1, sort_by="path")
+    assert page.data["total"] == 8 and page.data["remaining"] == 5 and len(page.data["files"]) == 2
+    assert page.text.endswith("\n\n... and 5 more files (showing 2/8)")
+    none = await call(shared_session, "glob", pattern="*.zig", path=tree)
+    assert none.ok and none.text == f"No files found matching pattern '*.zig' in '{tree}'"
+
+
+# ---- grep ----------------------------------------------------------------------------------
+
+
+async def test_grep_modes(shared_session: Session, tree: str) -> None:
+    files = await call(shared_session, "grep", pattern="hello", path=tree)
+    assert files.text.splitlines() == [f"{tree}/{p}" for p in ("b.rs", "src/keep.log", "src/main.rs")]
+    content = await call(shared_session, "grep", pattern="hel+o", path=tree, output_mode="content")
+    assert content.text.splitlines() == [
+        f'{tree}/b.rs:2:     println!("hello");', f"{tree}/src/keep.log:1: hello kept",
+        f"{tree}/src/main.rs:2: // TODO: hello later",
+    ]
+    assert content.data["matches"][0] == {"path": f"{tree}/b.rs", "line": 2, "column": 15,
+                                          "text": '    println!("hello");', "context_before": [],
+                                          "context_after": []}
+    count = await call(shared_session, "grep", pattern="o", path=tree, output_mode="count", type="rust")
+    assert count.text.splitlines() == [f"{tree}/b.rs:2", f"{tree}/src/main.rs:2"]
+
+
+async def test_grep_case_literal_glob_and_type(shared_session: Session, tree: str) -> None:
+    insensitive = await call(shared_session, "grep", pattern="HELLO world", path=tree, ignore_case=True)
+    assert insensitive.text == f"{tree}/a.py"
+    literal = await call(shared_session, "grep", pattern="print('", path=tree, literal=True)
+    assert literal.text == f"{tree}/a.py"
+    by_glob = await call(shared_session, "grep", pattern="fn", path=tree, glob="src/**/*.rs")
+    assert by_glob.text.splitlines() == [f"{tree}/src/lib/x.rs", f"{tree}/src/main.rs"]
+    by_type = await call(shared_session, "grep", pattern="hello", path=tree, type="markdown", ignore_case=True)
+    assert by_type.text == f"{tree}/docs/guide.md"
+    unknown = await call(shared_session, "grep", pattern="x", path=tree, type="cobol")
+    assert unknown.error.code == "invalid_arguments" and "Known types:" in unknown.text
+
+
+async def test_grep_skips_binary_hidden_and_ignored_unless_asked(shared_session: Session, tree: str) -> None:
+    plain = await call(shared_session, "grep", pattern="hello", path=tree)
+    for skipped in ("bin.dat", ".h.rs", ".hidden/y.rs", "build/z.rs", "src/gen.rs", "src/app.log", "link.rs"):
+        assert f"{tree}/{skipped}" not in plain.text
+    everything = await call(shared_session, "grep", pattern="hello", path=tree, include_hidden=True, no_ignore=True)
+    for found in (".h.rs", ".hidden/y.rs", "build/z.rs", "src/gen.rs", "src/app.log"):
+        assert f"{tree}/{found}" in everything.text
+    assert f"{tree}/bin.dat" not in everything.text
+
+
+async def test_grep_context_and_multiline(shared_session: Session, tree: str) -> None:
+    r = await call(shared_session, "grep", pattern="println", path=f"{tree}/b.rs", output_mode="content", context=1)
+    assert r.text.splitlines() == [f"{tree}/b.rs-1- fn main() {{", f'{tree}/b.rs:2:     println!("hello");',
+                                   f"{tree}/b.rs-3- }}"]
+    assert r.data["matches"][0]["context_before"] == [[1, "fn main() {"]]
+    multi = await call(shared_session, "grep", pattern=r"main\(\) \{\n\s+println", path=tree, multiline=True,
+                       output_mode="content")
+    assert multi.text.splitlines() == [f"{tree}/b.rs:1: fn main() {{", f'{tree}/b.rs:2:     println!("hello");']
+    needs_flag = await call(shared_session, "grep", pattern=r"a\nb", path=tree)
+    assert needs_flag.error.code == "invalid_pattern"
+
+
+async def test_grep_caps_long_lines_and_no_match(shared_session: Session) -> None:
+    root = f"/workspace/g-{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        await shared_session.write_file(f"{root}/f{i}.txt", "".join(f"hit {n} " + "x" * 300 + "\n" for n in range(5)))
+    r = await call(shared_session, "grep", pattern="hit", path=root, output_mode="content", max_per_file=2, limit=5,
+                   max_line_chars=20)
+    assert len(r.data["matches"]) == 5 and r.truncated
+    assert r.data["matches"][0]["text"] == "hit 0 " + "x" * 14 + "..."
+    assert [(m["path"][-6:], m["line"]) for m in r.data["matches"]] == [
+        ("f0.txt", 1), ("f0.txt", 2), ("f1.txt", 1), ("f1.txt", 2), ("f2.txt", 1)]
+    assert r.text.endswith("(Results truncated: 5 matches shown. Narrow the search or raise the limit.)")
+    none = await call(shared_session, "grep", pattern="absent", path=root)
+    assert none.ok and none.text == "No matches found" and not none.truncated
+    bad = await call(shared_session, "grep", pattern="(unclosed", path=root)
+    assert bad.error.code == "invalid_pattern" and bad.text.startswith("Invalid regex pattern:")
+    gone = await call(shared_session, "grep", pattern="x", path=f"{root}/missing")
+    assert (gone.error.code, gone.text) == ("not_found", f"Search path does not exist: {root}/missing")
+
+
+# ---- ripgrep / pure-Python parity ----------------------------------------------------------
+
+PARITY_QUERIES: list[dict[str, Any]] = [
+    {"pattern": "alpha"},
+    {"pattern": "alpha", "output_mode": "content"},
+    {"pattern": "alpha", "output_mode": "count"},
+    {"pattern": "ERROR", "ignore_case": True, "output_mode": "content", "limit": 40},
+    {"pattern": r"han\w+\s+(Error|request)", "output_mode": "content", "max_per_file": 2, "limit": 60},
+    {"pattern": "alpha", "glob": "*.py"},
+    {"pattern": "alpha", "glob": "*.log"},
+    {"pattern": "alpha", "glob": "src/**/*.{md,txt}"},
+    {"pattern": "alpha", "type": "py"},
+    {"pattern": "alpha", "type": "py", "glob": "src/**"},
+    {"pattern": "alpha", "include_hidden": True},
+    {"pattern": "alpha", "no_ignore": True, "output_mode": "count"},
+    {"pattern": "alpha.beta", "multiline": True, "output_mode": "content"},
+    {"pattern": r"gamma\n\w+", "multiline": True, "output_mode": "count"},
+    {"pattern": "three$", "output_mode": "content"},
+    {"pattern": "日本語", "output_mode": "content", "limit": 25},
+    {"pattern": "omega", "output_mode": "content", "context": 2, "limit": 30, "max_line_chars": 40},
+    {"pattern": "x.x", "literal": True, "output_mode": "files_with_matches"},
+    {"pattern": "^alpha", "output_mode": "content", "limit": 15},
+    {"pattern": "alpha", "path": "src", "output_mode": "content", "limit": 50},
+    {"pattern": "alpha", "path": "crlf.txt", "output_mode": "content"},
+]
+
+
+@pytest.fixture(scope="module")
+async def generated(shared_session: Session) -> str:
+    root = f"/workspace/parity-{uuid.uuid4().hex[:8]}"
+    await make_tree(shared_session, root, files=1200, seed=11)
+    return root
+
+
+@pytest.mark.parametrize("query", PARITY_QUERIES, ids=lambda q: "-".join(f"{k}={v}" for k, v in q.items()))
+async def test_grep_gives_identical_results_with_and_without_ripgrep(
+    shared_session: Session, generated: str, query: dict[str, Any]
+) -> None:
+    args = GrepInput.model_validate({**query, "path": f"{generated}/{query.get('path', '')}".rstrip("/")})
+    _, rg = await run_search(shared_session, args, "rg")
+    _, py = await run_search(shared_session, args, "python")
+    assert (rg.engine, py.engine) == ("rg", "python")
+    assert rg.files, "a parity query should find something"
+    assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})
+
+
+@pytest.mark.parametrize("pattern", ["**/*.py", "*.txt", "src/**", "**/*.{log,md}", "**/.*"])
+async def test_glob_gives_identical_results_with_and_without_ripgrep(
+    shared_session: Session, generated: str, pattern: str
+) -> None:
+    for hidden in (False, True):
+        args = GlobInput(pattern=pattern, include_hidden=hidden, limit=5000)
+        assert await find_files(shared_session, generated, pattern, args, "rg") == await find_files(
+            shared_session, generated, pattern, args, "python"
+        )
+
+
+async def test_image_without_ripgrep_uses_the_python_engine(rt: Runtime, generated: str, shared_session: Session) -> None:
+    tag = "caisson-test/norg:latest"
+    base = resolve_base(rt.client)
+    rt.client.images.build(fileobj=io.BytesIO(f"FROM {base}\nRUN rm -f /usr/bin/rg\n".encode()), tag=tag, rm=True,
+                           network_mode="none")
+    async with rt.session(image=tag) as bare:
+        assert (await bare.ping()).rg is None
+        await make_tree(bare, generated, files=1200, seed=11)
+        for query in PARITY_QUERIES[:6]:
+            args = GrepInput.model_validate({**query, "path": generated})
+            _, here = await run_search(bare, args)
+            _, with_rg = await run_search(shared_session, args)
+            assert (here.engine, with_rg.engine) == ("python", "rg")
+            assert here.model_dump(exclude={"engine"}) == with_rg.model_dump(exclude={"engine"})
+        r = await call(bare, "glob", pattern="**/*.md", path=generated, sort_by="path")
+        assert r.ok and r.data["total"] > 0
