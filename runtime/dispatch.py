@@ -25,7 +25,6 @@ from runtime.policy import (
     Policy,
     PolicyEngine,
     ResolvedPath,
-    canonical_json,
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
@@ -155,7 +154,6 @@ class Dispatcher:
         result.level = level
         result.decision = decision.outcome if decision else None
         duration_ms = (time.perf_counter() - started) * 1000
-        bytes_in = len(canonical_json(request.args))
         if decision is None:
             # Refused before the policy: unknown tool or invalid arguments. Nothing ran.
             decision = Decision(allowed=False, outcome="denied", level=level, message=result.text)
@@ -165,7 +163,6 @@ class Dispatcher:
             outcome=("ok" if result.ok else (result.error.code if result.error else "error"))
             if decision.allowed else "denied",
             duration_ms=duration_ms,
-            bytes_in=bytes_in,
             bytes_out=len(result.text.encode()),
             message=None if result.ok else result.text[:500],
         )

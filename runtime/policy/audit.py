@@ -151,13 +151,20 @@ def canonical_json(args: Any) -> str:
     return "".join(_canonical_chunks(args))
 
 
-def args_digest(args: Any) -> str:
-    """SHA-256 (hex) of the arguments' canonical JSON, UTF-8 encoded."""
+def _digest_and_size(args: Any) -> tuple[str, int]:
     digest = hashlib.sha256()
+    size = 0
     for chunk in _canonical_chunks(args):
         # surrogatepass: a lone surrogate from a JSON escape must not make an event unwritable.
-        digest.update(chunk.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+        data = chunk.encode("utf-8", "surrogatepass")
+        digest.update(data)
+        size += len(data)
+    return digest.hexdigest(), size
+
+
+def args_digest(args: Any) -> str:
+    """SHA-256 (hex) of the arguments' canonical JSON, UTF-8 encoded."""
+    return _digest_and_size(args)[0]
 
 
 # --------------------------------------------------------------------------- events
@@ -365,7 +372,10 @@ class AuditLog:
         update: dict[str, Any] = {}
         try:
             if args is not None:
-                update["args_sha256"] = args_digest(args)
+                # Sized here, off the call path, unless the caller knew the size already.
+                update["args_sha256"], size = _digest_and_size(args)
+                if not event.bytes_in:
+                    update["bytes_in"] = size
                 update["preview"] = redact_preview(args)
             if event.message:
                 update["message"] = redact_text(event.message)

@@ -221,10 +221,12 @@ def build() -> Profile:
     def add(name: str, canonical: str | Tool, model: type[ToolInput] | None = None, **kw: Any) -> None:
         tool = REGISTRY[canonical] if isinstance(canonical, str) else canonical
         snippet = kw.pop("snippet", tool.snippet)
+        # Canonical guidelines may name canonical tools (task_output): only unchanged tools keep them.
+        guidelines = kw.pop("guidelines", () if model else tool.guidelines)
         profile.add(
             ProfileTool(
                 name=name, canonical=tool, input_model=model or tool.input_model, snippet=snippet,
-                description=kw.pop("description", snippet), guidelines=kw.pop("guidelines", tool.guidelines), **kw,
+                description=kw.pop("description", snippet), guidelines=guidelines, **kw,
             )
         )
 
@@ -254,7 +256,8 @@ def build() -> Profile:
     add("grep", "grep", GrepArgs, to_canonical=_grep,
         snippet="Search file contents by regex (files_with_matches, content with -A/-B/-C, or count)")
     add("bash", "bash", BashArgs, to_canonical=_bash,
-        snippet="Run a bash command (timeout in ms; working directory persists; background tasks)")
+        snippet="Run a bash command (timeout in ms; working directory persists; background tasks)",
+        guidelines=("Prefer read_file, edit_file, grep and glob over cat, sed and grep in bash.",))
     add("web_search", WEB_SEARCH, WebSearchArgs)
     add("list_skills", "list_skills")
     add("ask_user_questions", "ask_user_questions")

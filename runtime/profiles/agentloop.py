@@ -593,11 +593,13 @@ def build() -> Profile:
     add("shell", "exec", ShellArgs, DANGEROUS,
         "Run one executable with arguments (execFile, no shell; metacharacters rejected); "
         "returns { stdout, stderr, exitCode }",
-        to_canonical=_shell, present=_present_process)
+        to_canonical=_shell, present=_present_process,
+        guidelines=("shell runs one program without a shell: no pipes, &&, ; or $(...); use code_run for scripts.",))
     add("file-list", FILE_LIST, FileListArgs, SAFE,
         "List a directory of the workspace (optional glob filter, recursive)")
     add("file-read", "read_file", FileReadArgs, SAFE,
         "Read a workspace file; binary files come back base64-encoded",
+        guidelines=("File paths are relative to the workspace root and cannot leave it.",),
         to_canonical=lambda a, s: _canonical(
             "read_file", path=workspace_path(s, a.path), encoding="base64", images=False, directory="error",
             max_file_bytes=MAX_FILE_SIZE_BYTES,

@@ -472,7 +472,9 @@ def build() -> Profile:
         to_canonical=_create, present=_present_create, aliases=("Write",))
     add("Bash", "bash", BashArgs,
         "Execute a shell command (no state between calls: use cwd instead of cd)",
-        to_canonical=_bash, present=_present_bash)
+        to_canonical=_bash, present=_present_bash,
+        guidelines=("Bash keeps no state between calls: pass cwd instead of running cd, and do not start "
+                    "background processes (a trailing & is removed).",))
     add("glob", "glob", GlobArgs,
         "Find files by name pattern (respects .gitignore; paginated)",
         to_canonical=lambda a, s: _canonical(

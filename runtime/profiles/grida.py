@@ -225,10 +225,11 @@ def build() -> Profile:
     def add(name: str, canonical: str | Tool, model: type[ToolInput] | None = None, **kw: Any) -> None:
         tool = REGISTRY[canonical] if isinstance(canonical, str) else canonical
         snippet = kw.pop("snippet", tool.snippet)
+        # Canonical guidelines may name canonical tools: only unchanged tools keep them.
+        guidelines = kw.pop("guidelines", () if model else tool.guidelines)
         profile.add(
             ProfileTool(name=name, canonical=tool, input_model=model or tool.input_model, snippet=snippet,
-                        description=kw.pop("description", snippet), guidelines=kw.pop("guidelines", tool.guidelines),
-                        **kw)
+                        description=kw.pop("description", snippet), guidelines=guidelines, **kw)
         )
 
     add("read_file", "read_file", ReadFileArgs,

@@ -77,7 +77,7 @@ async def test_ls_long_format_pattern_and_limit(shared_session: Session, tree: s
     r = await call(shared_session, "ls", path=tree, long_format=True, pattern="*.rs")
     lines = r.text.splitlines()
     assert lines[0].startswith("-rw-r--r--") and lines[0].endswith(" b.rs")
-    assert "33B" in lines[0] and "Nov 14 22:" in lines[0]
+    assert "37B" in lines[0] and "Nov 14 22:" in lines[0]
     assert lines[1].startswith("lrwxrwxrwx") and lines[1].endswith("link.rs -> b.rs")
     by_size = await call(shared_session, "ls", path=tree, sort_by="size", limit=2)
     assert by_size.text.endswith("\n\n... and 5 more entries (showing 2/7)") and by_size.truncated
@@ -119,8 +119,9 @@ async def test_glob_pattern_syntax(shared_session: Session, tree: str, pattern: 
 
 async def test_glob_pagination_and_no_match(shared_session: Session, tree: str) -> None:
     page = await call(shared_session, "glob", pattern="**/*", path=tree, limit=2, offset=1, sort_by="path")
-    assert page.data["total"] == 8 and page.data["remaining"] == 5 and len(page.data["files"]) == 2
-    assert page.text.endswith("\n\n... and 5 more files (showing 2/8)")
+    assert [p[len(tree) + 1 :] for p in page.data["files"]] == ["b.rs", "bin.dat"]
+    assert page.data["total"] == 7 and page.data["remaining"] == 4
+    assert page.text.endswith("\n\n... and 4 more files (showing 2/7)")
     none = await call(shared_session, "glob", pattern="*.zig", path=tree)
     assert none.ok and none.text == f"No files found matching pattern '*.zig' in '{tree}'"
 
@@ -130,17 +131,18 @@ async def test_glob_pagination_and_no_match(shared_session: Session, tree: str) 
 
 async def test_grep_modes(shared_session: Session, tree: str) -> None:
     files = await call(shared_session, "grep", pattern="hello", path=tree)
-    assert files.text.splitlines() == [f"{tree}/{p}" for p in ("b.rs", "src/keep.log", "src/main.rs")]
+    assert files.text.splitlines() == [f"{tree}/{p}" for p in ("b.rs", "docs/guide.md", "src/keep.log", "src/main.rs")]
     content = await call(shared_session, "grep", pattern="hel+o", path=tree, output_mode="content")
     assert content.text.splitlines() == [
-        f'{tree}/b.rs:2:     println!("hello");', f"{tree}/src/keep.log:1: hello kept",
-        f"{tree}/src/main.rs:2: // TODO: hello later",
+        f'{tree}/b.rs:2:     println!("hello");', f"{tree}/docs/guide.md:2: Say hello.",
+        f"{tree}/src/keep.log:1: hello kept", f"{tree}/src/main.rs:2: // TODO: hello later",
     ]
     assert content.data["matches"][0] == {"path": f"{tree}/b.rs", "line": 2, "column": 15,
                                           "text": '    println!("hello");', "context_before": [],
                                           "context_after": []}
-    count = await call(shared_session, "grep", pattern="o", path=tree, output_mode="count", type="rust")
-    assert count.text.splitlines() == [f"{tree}/b.rs:2", f"{tree}/src/main.rs:2"]
+    count = await call(shared_session, "grep", pattern="l", path=tree, output_mode="count", type="rust")
+    # As with ripgrep's --type, a file of the requested type is searched even if hidden.
+    assert count.text.splitlines() == [f"{tree}/.h.rs:1", f"{tree}/b.rs:1", f"{tree}/src/main.rs:1"]
 
 
 async def test_grep_case_literal_glob_and_type(shared_session: Session, tree: str) -> None:
@@ -217,7 +219,7 @@ PARITY_QUERIES: list[dict[str, Any]] = [
     {"pattern": "three$", "output_mode": "content"},
     {"pattern": "日本語", "output_mode": "content", "limit": 25},
     {"pattern": "omega", "output_mode": "content", "context": 2, "limit": 30, "max_line_chars": 40},
-    {"pattern": "x.x", "literal": True, "output_mode": "files_with_matches"},
+    {"pattern": "résumé", "literal": True, "output_mode": "count"},
     {"pattern": "^alpha", "output_mode": "content", "limit": 15},
     {"pattern": "alpha", "path": "src", "output_mode": "content", "limit": 50},
     {"pattern": "alpha", "path": "crlf.txt", "output_mode": "content"},
