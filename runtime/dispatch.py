@@ -28,7 +28,7 @@ from runtime.policy import (
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
-from runtime.tools.base import ToolError, ToolResult
+from runtime.tools.base import ToolError, ToolResult, current_call_id
 
 if TYPE_CHECKING:
     from runtime.config import RuntimeConfig
@@ -125,12 +125,13 @@ class Dispatcher:
         )
         decision = await self.engine.decide(request)
         if decision.allowed:
-            result = await self._run(session, ptool, canonical_args)
+            result = await self._run(session, ptool, canonical_args, request.call_id)
         else:
             result = ToolResult.failure("permission_denied", decision.message)
         return self._finish(request, ptool, ptool.present(result, args), started, decision)
 
-    async def _run(self, session: Session, ptool: ProfileTool, args: BaseModel) -> ToolResult:
+    async def _run(self, session: Session, ptool: ProfileTool, args: BaseModel, call_id: str) -> ToolResult:
+        token = current_call_id.set(call_id)
         try:
             return await ptool.canonical.handler(session, args)
         except ToolError as exc:
@@ -139,6 +140,8 @@ class Dispatcher:
             return ToolResult.failure(exc.code, exc.message)
         except CaissonError as exc:
             return ToolResult.failure(exc.code, str(exc))
+        finally:
+            current_call_id.reset(token)
 
     def _finish(
         self,

@@ -16,12 +16,14 @@ a language model and Check needs the project's own check commands: host hooks se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, PrivateAttr
+import anyio
+from pydantic import BaseModel, Field, PrivateAttr
 
 from runtime.errors import OpError
 from runtime.policy import Level
@@ -269,6 +271,16 @@ async def _bash(args: BashArgs, session: Session) -> Any:
     )
 
 
+def serial(tool: Tool) -> Tool:
+    """``tool`` with the calls of one session run one at a time (Amp's Bash "runs serially")."""
+
+    async def handler(session: Session, args: BaseModel) -> ToolResult:
+        async with session.tool_state("amp.bash.lock", anyio.Lock):
+            return await tool.handler(session, args)
+
+    return dataclasses.replace(tool, handler=handler)
+
+
 def _present_bash(result: ToolResult, args: BashArgs) -> ToolResult:
     data = result.data if isinstance(result.data, dict) else None
     if data is None or "stdout" not in data or data.get("timed_out"):
@@ -470,7 +482,7 @@ def build() -> Profile:
     add("create_file", "write_file", CreateFileArgs,
         "Create a new file or overwrite an existing one",
         to_canonical=_create, present=_present_create, aliases=("Write",))
-    add("Bash", "bash", BashArgs,
+    add("Bash", serial(REGISTRY["bash"]), BashArgs,
         "Execute a shell command (no state between calls: use cwd instead of cd)",
         to_canonical=_bash, present=_present_bash,
         guidelines=("Bash keeps no state between calls: pass cwd instead of running cd, and do not start "

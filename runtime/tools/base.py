@@ -8,6 +8,7 @@ what ``Session.call`` dispatches through.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -65,6 +66,10 @@ class ToolInput(BaseModel):
     # Unknown arguments are an error an agent can read, not silently dropped.
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+
+# The id of the tool call being handled (set by the dispatcher), for handlers that ask
+# the embedding program something and must name the call the audit log knows.
+current_call_id: ContextVar[str] = ContextVar("caisson_call_id", default="")
 
 In = TypeVar("In", bound=BaseModel)
 Handler = Callable[["Session", Any], Awaitable[ToolResult]]

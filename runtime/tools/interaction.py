@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from runtime.policy import Grant, GrantLevel, GrantStore, Level, PermissionAnswer
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from runtime.tools.base import ToolError, ToolInput, ToolResult, current_call_id, tool
 
 if TYPE_CHECKING:
     from runtime.session import Session
@@ -238,7 +238,7 @@ async def ask_for_permissions(session: Session, args: AskForPermissionsInput) ->
     if engine is not None and engine.approval_handler is not None:
         # The approval handler of the permission policy answers; grants land in the same store.
         answer = await engine.request_permission(
-            grant, tenant=session.config.tenant, session_id=session.id, call_id="c-" + uuid.uuid4().hex[:12],
+            grant, tenant=session.config.tenant, session_id=session.id, call_id=current_call_id.get() or "c-" + uuid.uuid4().hex[:12],
             description=args.description, reason=args.reason,
         )
     elif session.interaction_handler is not None:

@@ -302,3 +302,19 @@ async def test_envelope_is_json_text(s: Session) -> None:
     """001: a non-string result is the JSON of the result."""
     r = await s.call("glob", {"filePattern": "g/*.ts"})
     assert json.loads(r.text) == r.data["result"]
+
+
+async def test_bash_runs_serially(s: Session) -> None:
+    """001 Bash, Behavior Contract 5: "Runs serially (not in parallel)"."""
+    spans: list[tuple[float, float]] = []
+
+    async def run() -> None:
+        r = await s.call("Bash", {"cmd": "date +%s.%N; sleep 0.5; date +%s.%N"})
+        start, end = r.text.split("<output>", 1)[1].split("</output>", 1)[0].split()
+        spans.append((float(start), float(end)))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(run)
+    spans.sort()
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:]))
