@@ -85,10 +85,10 @@ def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from runtime.profiles import get_profile
-    from runtime.profiles.export import prompt_section
+    from runtime.profiles.export import prompt_text
 
     async def run() -> None:
-        _out(prompt_section(get_profile(args.profile)))
+        _out(prompt_text(get_profile(args.profile)))
 
     return run()
 

@@ -5,13 +5,14 @@ for file changes) or ``{"status": "error", "error": {...}}``; it is the result's
 and ``text`` is the result itself when that is a string, else its JSON.
 
 Where Amp differs from the canonical tools: Bash does not keep ``cd`` or exported variables
-between calls (an Amp session runs bash in the stateless mode), strips a trailing ``&``,
-turns ``cd dir && cmd`` into ``cwd: dir``, combines stdout and stderr, keeps the last
-50,000 characters and answers in XML; create_file appends a final newline and reports
-AGENTS.md files it discovers; Read numbers lines ``N: text``, reads [1, 500] by default,
-never more than 2,000 lines, refuses files over 64 KB; Grep is case-insensitive by default,
-at most 10 matches per file and 100 in all. finder, oracle, Task, librarian and kraken need
-a language model and Check needs the project's own check commands: host hooks serve them.
+between calls (an Amp session runs bash in the stateless mode), runs one call at a time,
+strips a trailing ``&``, turns ``cd dir && cmd`` into ``cwd: dir``, combines stdout and
+stderr, keeps the last 50,000 characters and answers in XML; create_file appends a final
+newline and reports AGENTS.md files it discovers; Read numbers lines ``N: text``, reads
+[1, 500] by default, never more than 2,000 lines, and refuses files over 64 KB; Grep is
+case-insensitive by default, at most 10 matches per file and 100 in all. finder, oracle,
+Task, librarian and kraken need a language model and Check needs the project's own check
+commands: host hooks serve them.
 """
 
 from __future__ import annotations
@@ -257,8 +258,6 @@ class BashArgs(ToolInput):
 
 
 async def _bash(args: BashArgs, session: Session) -> Any:
-    # Amp's Bash starts every call afresh: neither cd nor exported variables carry over.
-    session.config.stateless_bash = True
     cmd = args.cmd.rstrip("&").strip()
     cwd = session.resolve(await expand(session, args.cwd)) if args.cwd else session.config.workdir
     if cmd.startswith("cd ") and "&&" in cmd:
@@ -267,7 +266,9 @@ async def _bash(args: BashArgs, session: Session) -> Any:
         cmd = rest.strip()
     args._cmd, args._cwd = cmd, cwd
     return _canonical(
-        "bash", command=cmd, working_dir=cwd, timeout=BASH_TIMEOUT, stdout_max=BASH_CAPTURE, stderr_max=BASH_CAPTURE
+        # Amp's Bash starts every call afresh: neither cd nor exported variables carry over.
+        "bash", command=cmd, working_dir=cwd, timeout=BASH_TIMEOUT, stdout_max=BASH_CAPTURE, stderr_max=BASH_CAPTURE,
+        stateless=True,
     )
 
 
@@ -379,12 +380,11 @@ class FormatFileArgs(ToolInput):
 
 
 async def _format(args: FormatFileArgs, session: Session) -> Any:
-    session.config.stateless_bash = True
     path = session.resolve(await expand(session, args.path))
     ext = posixpath.splitext(path)[1].lower()
     formatters = next((f for exts, f in FORMATTERS.items() if ext in exts), ())
     command = "bash -c " + shlex.quote(_FORMAT_SCRIPT) + " format " + shlex.join([path, *formatters])
-    return _canonical("bash", command=command, working_dir=posixpath.dirname(path), timeout=120)
+    return _canonical("bash", command=command, working_dir=posixpath.dirname(path), timeout=120, stateless=True)
 
 
 def _present_format(result: ToolResult, args: FormatFileArgs) -> ToolResult:

@@ -98,8 +98,9 @@ def parse_patch(text: str) -> list[FilePatch]:
         line = lines[i]
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             old, new = _header_path(line[4:]), _header_path(lines[i + 1][4:])
-            if old and new and old.startswith("a/") and new.startswith("b/"):
-                old, new = old[2:], new[2:]
+            # git's a/ and b/ prefixes (one side may be /dev/null).
+            if (old or new) and (old is None or old.startswith("a/")) and (new is None or new.startswith("b/")):
+                old, new = old and old[2:], new and new[2:]
             current = FilePatch(old, new)
             files.append(current)
             i += 2

@@ -7,6 +7,7 @@ import base64
 import json
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from runtime import Runtime, Session
