@@ -41,6 +41,24 @@ async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
     return result
 
 
+async def bench_audit(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
+    """What the audit log costs a call: ``record()`` only enqueues; the writing happens on a thread."""
+    from runtime.policy import AuditEvent, CallRequest, Decision, Level
+
+    args = {"path": "/workspace/app.py", "content": "x = 1\n" * 2000, "token": "sk-secret-value"}
+    request = CallRequest(session_id=s.id, call_id="c-bench", tool="write_file", args=args)
+    decision = Decision(allowed=True, outcome="warn", level=Level.CAUTIOUS)
+
+    async def record() -> None:
+        rt.audit.record(AuditEvent.for_call(request, decision, duration_ms=1.0), args=args)
+
+    result: dict[str, Any] = {"record_12kb_args": await measure(record, iterations)}
+    await anyio.to_thread.run_sync(rt.audit.flush)
+    # A whole tool call through validation, policy, handler and audit, with no daemon work.
+    result["tool_call_calculate"] = await measure(lambda: s.call("calculate", {"expression": "2 ** 10"}), iterations)
+    return result
+
+
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
     groups = set(only or ["spine", "tools", "bash", "audit"])
     report: dict[str, Any] = {"iterations": iterations, "targets": {
@@ -51,4 +69,8 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         async with rt.session() as s:
             if "spine" in groups:
                 report["spine"] = await bench_spine(rt, s, iterations)
+            if "bash" in groups:
+                report["bash"] = await bench_bash(s, iterations)
+            if "audit" in groups:
+                report["audit"] = await bench_audit(rt, s, iterations)
     return report

@@ -6,18 +6,16 @@ from typing import Any
 
 from runtime.benchstats import measure
 from runtime.session import Session
-from runtime.tools.shell import BashInput, bash
 
 
 async def bench_bash(session: Session, iterations: int) -> dict[str, Any]:
-    """p50/p95 ms of ``bash("true")`` through the tool handler, state restore and save
-    included (no policy or audit: that is the dispatcher's cost, measured separately)."""
+    """p50/p95 ms of ``bash("true")`` as an agent makes it: validation, classification,
+    policy, audit, state restore and save, one exec."""
     if session.config.stateless_bash:
         raise ValueError("bench_bash measures the persistent mode; this session has stateless_bash set")
-    args = BashInput(command="true")
 
     async def once() -> None:
-        result = await bash(session, args)
+        result = await session.call("bash", {"command": "true"})
         if not result.ok:
             raise RuntimeError(f"bash true failed: {result.text}")
 

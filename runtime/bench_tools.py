@@ -84,7 +84,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
 
     def pct(p: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))], 3)
+        return round(ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))], 3)
 
     return {"p50_ms": pct(0.5), "p95_ms": pct(0.95), "n": len(ordered)}
 

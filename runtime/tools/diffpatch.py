@@ -130,7 +130,7 @@ def parse_patch(text: str) -> list[FilePatch]:
             tag, content = (body[:1], body[1:]) if body else (" ", "")
             if tag not in " -+":
                 raise ToolError("invalid_patch", f"Hunk {number} ({hunk.header}): unexpected line {body!r}")
-            hunk.lines.append((tag, content[:-1] if content.endswith("\r") else content, True))
+            hunk.lines.append((tag, content.removesuffix("\r"), True))
             old_seen += tag != "+"
             new_seen += tag != "-"
         if old_seen != hunk.old_len or new_seen != hunk.new_len:
@@ -147,8 +147,7 @@ def parse_patch(text: str) -> list[FilePatch]:
 
 
 def _bare(line: str) -> str:
-    line = line[:-1] if line.endswith("\n") else line
-    return line[:-1] if line.endswith("\r") else line
+    return line.removesuffix("\n").removesuffix("\r")
 
 
 def _locate(lines: list[str], old: list[str], expected: int, floor: int) -> int | None:

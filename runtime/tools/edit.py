@@ -9,6 +9,7 @@ is kept in the session's undo history, so undo_edit can restore the previous con
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
@@ -319,7 +320,7 @@ def plan_edits(text: str, args: MultiEditInput) -> list[_Planned]:
         chosen = _select(search, edit.replace_all, args.on_multiple, edit.old_string, prefix)
         planned.extend(_Planned(index, m) for m in chosen)
     ordered = sorted(planned, key=lambda p: (p.match.start, p.match.end))
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in pairwise(ordered):
         if b.match.start < a.match.end:
             first, second = sorted((a.index, b.index))
             raise ToolError("overlapping_edits", f"Edits {first} and {second} have overlapping regions")

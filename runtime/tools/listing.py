@@ -339,7 +339,7 @@ async def glob(session: Session, args: GlobInput) -> ToolResult:
         raise ToolError("not_a_directory", f"Search path is not a directory: {root}")
     # An absolute pattern under the search root is taken relative to it.
     prefix = root.rstrip("/") + "/"
-    pattern = args.pattern[len(prefix) :] if args.pattern.startswith(prefix) else args.pattern
+    pattern = args.pattern.removeprefix(prefix)
     total, page, incomplete = await find_files(session, root, pattern, args)
     remaining = max(0, total - args.offset - len(page))
     files = [posixpath.join(root, rel) for rel, _ in page]

@@ -119,7 +119,7 @@ def _needle(old: str) -> _Needle | None:
     trailing = len(lines) > 1 and lines[-1] == ""
     if trailing:
         lines.pop()
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    lines = [line.removesuffix("\r") for line in lines]
     norm = [" ".join(line.split()) for line in lines]
     if not any(norm):
         return None

@@ -10,8 +10,7 @@ from runtime.tools import matching
 from runtime.tools.base import ToolError
 from runtime.tools.diffpatch import apply_hunks, parse_patch
 from runtime.tools.grep import check_pattern
-from runtime.tools.listing import select_files
-from runtime.tools.listing import IgnoreRules
+from runtime.tools.listing import IgnoreRules, select_files
 from runtime.tools.textutil import GitGlob, changed_lines, glob_regex, unified_diff
 
 
