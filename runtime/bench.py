@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from runtime.bench_shell import bench_bash
+from runtime.bench_tools import bench_file_tools
 from runtime.benchstats import measure, measure_sync, summarize
 from runtime.runtime import Runtime
 from runtime.session import Session
@@ -69,6 +70,8 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         async with rt.session() as s:
             if "spine" in groups:
                 report["spine"] = await bench_spine(rt, s, iterations)
+            if "tools" in groups:
+                report["tools"] = await bench_file_tools(s, iterations)
             if "bash" in groups:
                 report["bash"] = await bench_bash(s, iterations)
             if "audit" in groups:

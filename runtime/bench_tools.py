@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from runtime.tools import REGISTRY, ToolResult
+from runtime.benchstats import measure, summarize
 
 if TYPE_CHECKING:
     from runtime.session import Session
@@ -15,7 +15,7 @@ BENCH_ROOT = "/workspace/bench-tree"
 
 # Python run inside the container: a deterministic source tree with nested .gitignore files,
 # hidden and ignored directories, CRLF and UTF-8 text, binary files and symbolic links.
-_TREE = r'''
+_TREE = r"""
 import os, random, sys
 root, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)
@@ -63,7 +63,7 @@ for i in range(count):
         lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))))
     newline = "\r\n" if rng.random() < 0.05 else "\n"
     write(rel, (newline.join(lines) + newline).encode("utf-8"))
-'''
+"""
 
 
 async def make_tree(session: Session, root: str = BENCH_ROOT, files: int = 20_000, seed: int = 7) -> None:
@@ -74,33 +74,9 @@ async def make_tree(session: Session, root: str = BENCH_ROOT, files: int = 20_00
         raise RuntimeError(f"generating the benchmark tree failed: {result.stderr[-2000:]}")
 
 
-async def call_tool(session: Session, name: str, args: dict[str, Any]) -> ToolResult:
-    """A canonical tool's handler with validated arguments (no profile, policy or audit)."""
-    tool = REGISTRY[name]
-    return await tool.handler(session, tool.input_model.model_validate(args))
-
-
-def _summary(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-
-    def pct(p: float) -> float:
-        return round(ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))], 3)
-
-    return {"p50_ms": pct(0.5), "p95_ms": pct(0.95), "n": len(ordered)}
-
-
-async def _timed(fn: Any, iterations: int, warmup: int = 2) -> dict[str, float]:
-    for _ in range(warmup):
-        await fn()
-    samples = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        await fn()
-        samples.append((time.perf_counter() - start) * 1000)
-    return _summary(samples)
-
-
-async def _paired(ours: Any, theirs: Any, iterations: int, warmup: int = 2) -> tuple[dict[str, float], dict[str, float]]:
+async def _paired(
+    ours: Any, theirs: Any, iterations: int, warmup: int = 2
+) -> tuple[dict[str, float], dict[str, float]]:
     """Both measured in alternating order in the same loop, so load on the machine hits both alike."""
     for _ in range(warmup):
         await ours()
@@ -112,7 +88,7 @@ async def _paired(ours: Any, theirs: Any, iterations: int, warmup: int = 2) -> t
             start = time.perf_counter()
             await fn()
             samples.append((time.perf_counter() - start) * 1000)
-    return _summary(a), _summary(b)
+    return summarize(a), summarize(b)
 
 
 async def bench_file_tools(session: Session, iterations: int) -> dict[str, Any]:
@@ -124,30 +100,33 @@ async def bench_file_tools(session: Session, iterations: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
 
     async def grep_files() -> None:
-        r = await call_tool(session, "grep", {"pattern": pattern, "path": BENCH_ROOT})
+        r = await session.call("grep", {"pattern": pattern, "path": BENCH_ROOT})
         assert r.ok, r.text
 
     async def grep_content() -> None:
-        r = await call_tool(session, "grep", {"pattern": pattern, "path": BENCH_ROOT, "output_mode": "content"})
+        r = await session.call("grep", {"pattern": pattern, "path": BENCH_ROOT, "output_mode": "content"})
         assert r.ok, r.text
 
     async def rg_files() -> None:
-        r = await session.exec(["rg", "-l", "--no-require-git", pattern, BENCH_ROOT], timeout=120,
-                               stdout_max=32 * 1024 * 1024)
+        r = await session.exec(
+            ["rg", "-l", "--no-require-git", pattern, BENCH_ROOT], timeout=120, stdout_max=32 * 1024 * 1024
+        )
         assert r.exit_code in (0, 1), r.stderr
 
     async def rg_content() -> None:
-        r = await session.exec(["rg", "-n", "--no-require-git", pattern, BENCH_ROOT], timeout=120,
-                               stdout_max=32 * 1024 * 1024)
+        r = await session.exec(
+            ["rg", "-n", "--no-require-git", pattern, BENCH_ROOT], timeout=120, stdout_max=32 * 1024 * 1024
+        )
         assert r.exit_code in (0, 1), r.stderr
 
     async def glob_tool() -> None:
-        r = await call_tool(session, "glob", {"pattern": "**/*.py", "path": BENCH_ROOT})
+        r = await session.call("glob", {"pattern": "**/*.py", "path": BENCH_ROOT})
         assert r.ok, r.text
 
     async def rg_list() -> None:
-        r = await session.exec(["rg", "--files", "--no-require-git", "-g", "*.py", BENCH_ROOT], timeout=120,
-                               stdout_max=32 * 1024 * 1024)
+        r = await session.exec(
+            ["rg", "--files", "--no-require-git", "-g", "*.py", BENCH_ROOT], timeout=120, stdout_max=32 * 1024 * 1024
+        )
         assert r.exit_code in (0, 1), r.stderr
 
     results["grep_files_with_matches"], results["rg_direct_files_with_matches"] = await _paired(grep_files, rg_files, n)
@@ -169,9 +148,9 @@ async def bench_file_tools(session: Session, iterations: int) -> dict[str, Any]:
     async def edit_big() -> None:
         old, new = f"MARKER = {state['i']}", f"MARKER = {state['i'] + 1}"
         state["i"] += 1
-        r = await call_tool(session, "edit_file", {"path": big, "old_string": old, "new_string": new})
+        r = await session.call("edit_file", {"path": big, "old_string": old, "new_string": new})
         assert r.ok, r.text
 
-    results["edit_file_1mb"] = await _timed(edit_big, n)
+    results["edit_file_1mb"] = await measure(edit_big, n, warmup=2)
     await session.exec(["rm", "-rf", BENCH_ROOT, big], timeout=120)
     return results

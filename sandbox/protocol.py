@@ -31,8 +31,6 @@ PREFIX_SIZE = 4
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 # A walk of a large tree (~20,000+ entries at ~75 bytes each) is a header of several MiB.
 DEFAULT_MAX_HEADER = 16 * 1024 * 1024
-# Deeply nested JSON can exhaust the stack of a decoder; no legitimate header nests deeper.
-MAX_JSON_DEPTH = 32
 
 
 class ProtocolError(Exception):
@@ -47,29 +45,6 @@ def encode_frame(header: Dict[str, Any], blob: bytes = b"") -> bytes:
     return b"".join((_LEN.pack(4 + len(head) + len(blob)), _LEN.pack(len(head)), head, blob))
 
 
-def _check_depth(raw: bytes, limit: int) -> None:
-    """Reject nesting deeper than ``limit`` without parsing (brackets inside strings are skipped)."""
-    depth = 0
-    in_string = False
-    escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > limit:
-                raise ProtocolError("header JSON nested deeper than %d levels" % limit)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-
-
 def decode_body(body: bytes, max_header: int = DEFAULT_MAX_HEADER) -> Frame:
     """Split a frame body (everything after the total length) into header and blob."""
     if len(body) < PREFIX_SIZE:
@@ -80,10 +55,12 @@ def decode_body(body: bytes, max_header: int = DEFAULT_MAX_HEADER) -> Frame:
     if head_len > max_header:
         raise ProtocolError("header of %d bytes exceeds the limit of %d" % (head_len, max_header))
     raw = body[PREFIX_SIZE : PREFIX_SIZE + head_len]
-    _check_depth(raw, MAX_JSON_DEPTH)
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        # The C decoder guards its own recursion: deep nesting costs neither a crash nor a scan.
+        raise ProtocolError("header JSON is nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError("header is not valid UTF-8 JSON: %s" % exc) from None
     if not isinstance(header, dict):
         raise ProtocolError("header is a JSON %s, not an object" % type(header).__name__)

@@ -107,7 +107,7 @@ class _FileHits:
 
     def take(self, n: int) -> List[Hit]:
         if self.raw:
-            return [_rg_hit(json.loads(record)["data"]) for record in self.raw[:n]]
+            return [_rg_record(record) for record in self.raw[:n]]
         return self.hits[:n]
 
 
@@ -156,10 +156,11 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
         for glob in q.type_globs:
             argv += ["--type-add", "caisson:" + glob]
         argv += ["-t", "caisson"]
-    if q.mode == "content":
-        argv.append("--json")
-        if not q.multiline:
-            argv += ["-m", str(q.per_file + 1)]
+    if q.mode == "content" and q.multiline:
+        argv.append("--json")  # it tells which lines form one match
+    elif q.mode == "content":
+        # "path\0line:column:text" records: much less to produce and parse than --json.
+        argv += ["--null", "--line-number", "--column", "--no-heading", "-m", str(q.per_file + 1)]
     else:
         # Also for "files": unlike -l, --count reads each file to the end, so ripgrep itself
         # drops every file with a NUL byte.
@@ -196,6 +197,16 @@ def _rg_path(data: Dict[str, Any]) -> str:
     return path[2:] if path.startswith("./") else path
 
 
+def _rg_record(record: bytes) -> Hit:
+    """A match from ripgrep's JSON record, or from its ``line:column:text`` record."""
+    if record.startswith(b"{"):
+        return _rg_hit(json.loads(record)["data"])
+    number, column, raw = record.split(b":", 2)
+    line = int(number)
+    text = _strip_cr(raw.decode("utf-8", "replace"))
+    return line, line, len(raw[: int(column) - 1].decode("utf-8", "replace")) + 1, [text]
+
+
 def _rg_hit(data: Dict[str, Any]) -> Hit:
     lines = data["lines"]
     raw = lines["text"].encode("utf-8") if "text" in lines else base64.b64decode(lines["bytes"])
@@ -217,19 +228,56 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
         if not paths:
             return {}, False, False
     out, timed_out, cut = _run_rg(q, rg, paths)
-    found: Dict[str, _FileHits] = {}
     if q.mode != "content":
-        for record in out.splitlines():
+        found: Dict[str, _FileHits] = {}
+        for record in out.split(b"\n"):
             name, _, count = record.rpartition(b"\0")
             if name:
                 hits = _FileHits()
                 hits.count = int(count)
                 found[_rg_path({"text": name.decode("utf-8", "surrogateescape")})] = hits
         return found, timed_out, cut
-    # content: match records are kept raw and decoded only if they make it into the result.
+    if q.multiline:
+        return _rg_json(q, out), timed_out, cut
+    return _rg_text(q, out), timed_out, cut
+
+
+def _keep(q: _Query, found: Dict[str, _FileHits], path: str, hits: _FileHits, binary: bool, capped: bool) -> None:
+    if not binary and capped and hits.count > q.per_file:
+        binary = _has_nul(os.path.join(q.root, path))  # ripgrep stopped early (-m), before any NUL
+    if not binary and hits.count:
+        found[path] = hits
+
+
+def _rg_text(q: _Query, out: bytes) -> Dict[str, _FileHits]:
+    """Records are kept raw and decoded only if they make it into the result."""
+    found: Dict[str, _FileHits] = {}
+    current: Optional[_FileHits] = None
+    name = b""
+    binary = False
+    for record in out.split(b"\n"):
+        record_name, sep, rest = record.partition(b"\0")
+        if not sep:
+            # Not a match but ripgrep's note that it met a NUL byte after printing matches.
+            binary = binary or bool(record)
+            continue
+        if current is None or record_name != name:
+            if current is not None:
+                _keep(q, found, _rg_path({"text": name.decode("utf-8", "surrogateescape")}), current, binary, True)
+            current, name, binary = _FileHits(), record_name, False
+        current.count += 1
+        if current.count <= q.per_file + 1:
+            current.raw.append(rest)
+    if current is not None:
+        _keep(q, found, _rg_path({"text": name.decode("utf-8", "surrogateescape")}), current, binary, True)
+    return found
+
+
+def _rg_json(q: _Query, out: bytes) -> Dict[str, _FileHits]:
+    found: Dict[str, _FileHits] = {}
     current: Optional[_FileHits] = None
     path = ""
-    for record in out.splitlines():
+    for record in out.split(b"\n"):
         if record.startswith(b'{"type":"match"'):
             if current is not None:
                 current.count += 1
@@ -243,13 +291,9 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
             else:
                 path = _rg_path(json.loads(record)["data"]["path"])
         elif record.startswith(b'{"type":"end"') and current is not None:
-            binary = b'"binary_offset":null' not in record
-            if not binary and not q.multiline and current.count > q.per_file:
-                binary = _has_nul(os.path.join(q.root, path))  # ripgrep stopped before the end (-m)
-            if not binary and current.count:
-                found[path] = current
+            _keep(q, found, path, current, b'"binary_offset":null' not in record, False)
             current = None
-    return found, timed_out, cut
+    return found
 
 
 # ---------------------------------------------------------------- pure Python
@@ -378,12 +422,14 @@ def _context(q: _Query, path: str, hits: List[Hit]) -> List[Tuple[List[List[Any]
             lines = _line_text(handle.read().decode("utf-8", "replace"))
     except OSError:
         lines = []
-    out = []
-    for first, last, _, _ in hits:
-        before = [[n, _cut(lines[n - 1], q.max_line_chars)] for n in range(max(1, first - q.before), first) if n <= len(lines)]
-        after = [[n, _cut(lines[n - 1], q.max_line_chars)] for n in range(last + 1, last + q.after + 1) if n <= len(lines)]
-        out.append((before, after))
-    return out
+
+    def numbered(numbers: range) -> List[List[Any]]:
+        return [[n, _cut(lines[n - 1], q.max_line_chars)] for n in numbers if n <= len(lines)]
+
+    return [
+        (numbered(range(max(1, first - q.before), first)), numbered(range(last + 1, last + q.after + 1)))
+        for first, last, _, _ in hits
+    ]
 
 
 def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]], bool]:
@@ -408,7 +454,9 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
         for (first, last, column, lines), (before, after) in zip(shown, context):
             texts = [_cut(line, q.max_line_chars) for line in lines]
             size += sum(len(t) for t in texts)
-            matches.append({"line": first, "end_line": last, "column": column, "lines": texts, "before": before, "after": after})
+            matches.append(
+                {"line": first, "end_line": last, "column": column, "lines": texts, "before": before, "after": after}
+            )
         cut = hits.count > len(shown)
         truncated = truncated or cut
         files.append({"path": path, "count": len(shown), "truncated": cut, "matches": matches})

@@ -112,9 +112,7 @@ def parse_patch(text: str) -> list[FilePatch]:
         if current is None:
             current = FilePatch(None, None)
             files.append(current)
-        hunk = Hunk(
-            line, int(m[1]), 1 if m[2] is None else int(m[2]), int(m[3]), 1 if m[4] is None else int(m[4])
-        )
+        hunk = Hunk(line, int(m[1]), 1 if m[2] is None else int(m[2]), int(m[3]), 1 if m[4] is None else int(m[4]))
         number = len(current.hunks) + 1
         i += 1
         old_seen = new_seen = 0
@@ -223,13 +221,24 @@ async def _load_or_new(session: Session, path: str, creating: bool) -> Loaded:
     return await load_text(session, path)
 
 
+def patched_paths(args: ApplyPatchInput) -> list[str]:
+    """The files a call writes, for the policy: ``path``, else every file the patch names."""
+    if args.path:
+        return [args.path]
+    try:
+        sections = parse_patch(args.patch)
+    except ToolError:
+        return []  # the handler refuses the patch before touching anything
+    return [p for s in sections for p in (s.new_path or s.old_path,) if p]
+
+
 @tool(
     "apply_patch",
     ApplyPatchInput,
     level=Level.CAUTIOUS,
     access="write",
     snippet="Apply a unified diff; a hunk that does not apply fails the whole patch and nothing changes",
-    paths=lambda a: [a.path] if a.path else [],
+    paths=patched_paths,
 )
 async def apply_patch(session: Session, args: ApplyPatchInput) -> ToolResult:
     sections = parse_patch(args.patch)
@@ -259,8 +268,12 @@ async def apply_patch(session: Session, args: ApplyPatchInput) -> ToolResult:
             raise
     for loaded, new_text, hunks in planned:
         reports.append(
-            {"path": loaded.path, "hunks": hunks, "created": not loaded.sha256,
-             "diff": printable(unified_diff(loaded.text, new_text, loaded.path, loaded.path))}
+            {
+                "path": loaded.path,
+                "hunks": hunks,
+                "created": not loaded.sha256,
+                "diff": printable(unified_diff(loaded.text, new_text, loaded.path, loaded.path)),
+            }
         )
     verb = "applies cleanly to" if args.dry_run else "Successfully applied patch to"
     lines = [f"{'Patch ' if args.dry_run else ''}{verb} '{r['path']}' ({r['hunks']} hunk(s))" for r in reports]
@@ -278,4 +291,3 @@ async def _roll_back(session: Session, done: list[tuple[Loaded, str]]) -> None:
                 await session.remove(loaded.path)
         except OpError:
             continue
-

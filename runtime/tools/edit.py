@@ -132,11 +132,18 @@ def check_version(loaded: Loaded, expected: str | None) -> None:
         )
 
 
+def to_bytes(text: str) -> bytes:
+    try:
+        return encode(text)
+    except UnicodeEncodeError:
+        raise ToolError("invalid_arguments", "The new text is not valid Unicode (it has a lone surrogate)") from None
+
+
 async def commit(session: Session, loaded: Loaded, text: str) -> WriteResult:
     """Write ``text`` only if the file still holds what was loaded (``sha256`` "": a new file
     that must not exist yet); remember the change for undo."""
     with op_errors(loaded.path):
-        result = await session.write_file(loaded.path, encode(text), expected_sha256=loaded.sha256)
+        result = await session.write_file(loaded.path, to_bytes(text), expected_sha256=loaded.sha256)
     record_change(session, loaded.path, loaded.data if loaded.sha256 else None, result.sha256)
     return result
 
@@ -254,7 +261,11 @@ async def edit_file(session: Session, args: EditFileInput) -> ToolResult:
     if not old:
         raise ToolError("invalid_arguments", "old_string must not be empty; use write_file to create a file")
     search = matching.find(
-        loaded.text, old, new, whitespace=args.whitespace_match, fuzzy=args.fuzzy_match,
+        loaded.text,
+        old,
+        new,
+        whitespace=args.whitespace_match,
+        fuzzy=args.fuzzy_match,
         threshold=args.fuzzy_threshold,
     )
     if not search.matches:
@@ -312,7 +323,11 @@ def plan_edits(text: str, args: MultiEditInput) -> list[_Planned]:
         if not edit.old_string:
             raise ToolError("invalid_arguments", f"{prefix}old_string must not be empty")
         search = matching.find(
-            text, edit.old_string, edit.new_string, whitespace=args.whitespace_match, fuzzy=edit.fuzzy_match,
+            text,
+            edit.old_string,
+            edit.new_string,
+            whitespace=args.whitespace_match,
+            fuzzy=edit.fuzzy_match,
             threshold=edit.fuzzy_threshold,
         )
         if not search.matches:
@@ -343,7 +358,7 @@ async def multi_edit(session: Session, args: MultiEditInput) -> ToolResult:
     new_text = _apply(loaded.text, [p.match for p in planned])
     fuzzy = [p.match.similarity for p in planned if p.match.stage != "exact"]
     mean = sum(fuzzy) / len(fuzzy) if fuzzy else None
-    size_before, size_after = len(loaded.data), len(encode(new_text))
+    size_before, size_after = len(loaded.data), len(to_bytes(new_text))
     data = {
         "applied": len(planned),
         "fuzzy": len(fuzzy),
@@ -357,7 +372,9 @@ async def multi_edit(session: Session, args: MultiEditInput) -> ToolResult:
         text = f"Dry run: {len(planned)} edit(s) would be applied to '{path}'\n"
         if fuzzy:
             text += f"  ({len(fuzzy)} fuzzy matches, avg {mean * 100:.0f}% similarity)\n"  # type: ignore[operator]
-        text += f"\nOriginal: {size_before} bytes\nModified: {size_after} bytes\nDelta: {size_after - size_before} bytes"
+        text += (
+            f"\nOriginal: {size_before} bytes\nModified: {size_after} bytes\nDelta: {size_after - size_before} bytes"
+        )
         return ToolResult.success(text, {**change_data(path, loaded.text, new_text, loaded.sha256), **data})
     result = await commit(session, loaded, new_text)
     text = f"Successfully applied {len(planned)} edit(s) to '{path}'"
@@ -389,7 +406,9 @@ async def undo_edit(session: Session, args: UndoEditInput) -> ToolResult:
         raise ToolError("no_history", f"No change to undo for '{path}'")
     if not change.kept:
         changes.drop(path, all_of_path=True)
-        raise ToolError("too_large", f"The content of '{path}' before its last change was too large to keep; cannot undo")
+        raise ToolError(
+            "too_large", f"The content of '{path}' before its last change was too large to keep; cannot undo"
+        )
     with op_errors(path):
         st = await session.stat(path, follow=False)
         current = await session.read_file(path) if st.exists and st.type == "file" else None
@@ -409,4 +428,3 @@ async def undo_edit(session: Session, args: UndoEditInput) -> ToolResult:
     restored = "removed it (it did not exist before)" if change.before is None else "restored its previous content"
     data = change_data(path, before_text, after_text, None if change.before is None else sha256_hex(change.before))
     return ToolResult.success(f"Reverted the last change to '{path}': {restored}", data)
-

@@ -91,9 +91,9 @@ async def _suggestions(session: Session, path: str) -> list[str]:
         pass
     try:
         walked = await session.walk(session.cwd, max_entries=SUGGESTION_SCAN_ENTRIES)
-        for entry in walked.entries:
-            if entry.type == "file":
-                candidates.setdefault(posixpath.join(session.cwd, entry.path), 0.0)
+        for walked_entry in walked.entries:
+            if walked_entry.type == "file":
+                candidates.setdefault(posixpath.join(session.cwd, walked_entry.path), 0.0)
     except OpError:
         pass
     scored = []
@@ -179,7 +179,11 @@ async def read_file(session: Session, args: ReadFileInput) -> ToolResult:
 
     with op_errors(path):
         data = await session.read_file(path) if st.size <= FULL_READ_BYTES else None
-        head = data[:BINARY_SNIFF_BYTES] if data is not None else (await session.read_range(path, 0, BINARY_SNIFF_BYTES)).data
+        head = (
+            data[:BINARY_SNIFF_BYTES]
+            if data is not None
+            else (await session.read_range(path, 0, BINARY_SNIFF_BYTES)).data
+        )
     media_type = image_media_type(head) if args.images else None
     binary = is_binary_extension(path) or is_binary_content(head)
     if media_type or args.encoding == "base64" or (binary and args.encoding == "auto"):
@@ -189,7 +193,9 @@ async def read_file(session: Session, args: ReadFileInput) -> ToolResult:
     return await _read_text(session, path, st.size, data, args)
 
 
-async def _read_base64(session: Session, path: str, size: int, data: bytes | None, media_type: str | None) -> ToolResult:
+async def _read_base64(
+    session: Session, path: str, size: int, data: bytes | None, media_type: str | None
+) -> ToolResult:
     if size > MAX_BASE64_BYTES:
         raise ToolError("too_large", f"File content exceeds maximum allowed size ({MAX_BASE64_BYTES} bytes)")
     if data is None:
@@ -268,7 +274,7 @@ class WriteFileInput(ToolInput):
     encoding: Literal["utf-8", "base64"] = Field("utf-8", description="How content is encoded")
     create_directories: bool = Field(True, description="Create missing parent directories")
     expected_version: str | None = Field(
-        None, description="Version from read_file: write only if the file is unchanged (\"\" = must not exist)"
+        None, description='Version from read_file: write only if the file is unchanged ("" = must not exist)'
     )
     ensure_trailing_newline: bool = Field(False, description="Append a newline when the content lacks one")
     max_bytes: int = Field(DEFAULT_MAX_WRITE, ge=0, description="Refuse content larger than this")
@@ -310,7 +316,10 @@ async def write_file(session: Session, args: WriteFileInput) -> ToolResult:
         content = args.content
         if args.ensure_trailing_newline and content and not content.endswith("\n"):
             content += "\n"
-        payload = content.encode("utf-8", "surrogatepass")
+        try:
+            payload = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError("invalid_arguments", "content is not valid Unicode (it has a lone surrogate)") from None
     if len(payload) > args.max_bytes:
         raise ToolError("too_large", f"Content is {len(payload)} bytes, over the limit of {args.max_bytes} bytes")
     # Without an expected version the caller means "overwrite": a change that lands between
@@ -321,9 +330,7 @@ async def write_file(session: Session, args: WriteFileInput) -> ToolResult:
             detail = "already exists" if args.expected_version == "" else "has changed since that version was read"
             raise ToolError("conflict", f"'{path}' {detail}; nothing was written.", {"version": digest or None})
         try:
-            result = await session.write_file(
-                path, payload, expected_sha256=digest, parents=args.create_directories
-            )
+            result = await session.write_file(path, payload, expected_sha256=digest, parents=args.create_directories)
         except OpError as exc:
             if exc.code == "conflict" and args.expected_version is None:
                 continue

@@ -90,27 +90,48 @@ FILE_TYPES: dict[str, tuple[str, ...]] = {
     "zig": ("*.zig",),
 }
 TYPE_ALIASES = {
-    "javascript": "js", "typescript": "ts", "python": "py", "rs": "rust", "ruby": "rb", "golang": "go",
-    "c++": "cpp", "csharp": "cs", "md": "markdown", "yml": "yaml", "kt": "kotlin", "bash": "sh", "shell": "sh",
-    "hs": "haskell", "ex": "elixir", "pl": "perl", "dockerfile": "docker", "makefile": "make",
-    "terraform": "tf", "text": "txt",
+    "javascript": "js",
+    "typescript": "ts",
+    "python": "py",
+    "rs": "rust",
+    "ruby": "rb",
+    "golang": "go",
+    "c++": "cpp",
+    "csharp": "cs",
+    "md": "markdown",
+    "yml": "yaml",
+    "kt": "kotlin",
+    "bash": "sh",
+    "shell": "sh",
+    "hs": "haskell",
+    "ex": "elixir",
+    "pl": "perl",
+    "dockerfile": "docker",
+    "makefile": "make",
+    "terraform": "tf",
+    "text": "txt",
 }
 DEFAULT_TIMEOUT = 60.0
 _ESCAPES = set("dDwWsSbBntrfv")
+# What ripgrep's regex syntax lets a backslash escape besides letters.
+_META = set("\\.+*?()|[]{}^$#&-~")
 _REPEAT = re.compile(r"\{\d+(,\d*)?\}")
 _GROUP = re.compile(r"\(\?(?:[imsx]*(?:-[imsx]+)?[:)]|P<\w+>)")
 
 
-def check_pattern(pattern: str, *, literal: bool, multiline: bool) -> None:
-    """Refuse what the two engines would treat differently (see the module docstring)."""
+def check_pattern(pattern: str, *, literal: bool, multiline: bool) -> str:
+    """The pattern both engines will run, or an ``invalid_pattern`` error for what they would
+    treat differently (see the module docstring). A backslash before punctuation that is not
+    a regex metacharacter (``\\/``, ``\\:``) is dropped: ripgrep refuses such escapes."""
     if not multiline and ("\n" in pattern or (not literal and "\\n" in pattern)):
         raise ToolError("invalid_pattern", "The pattern matches a newline; set multiline to search across lines")
     if literal:
-        return
+        return pattern
 
     def bad(why: str) -> ToolError:
         return ToolError("invalid_pattern", f"Invalid regex pattern: {why}")
 
+    out: list[str] = []
     i, n = 0, len(pattern)
     in_class = quantified = False
     while i < n:
@@ -122,10 +143,15 @@ def check_pattern(pattern: str, *, literal: bool, multiline: bool) -> None:
             if e == "x":
                 if not re.fullmatch(r"[0-9A-Fa-f]{2}", pattern[i + 2 : i + 4]):
                     raise bad("write \\x with exactly two hex digits")
+                out.append(pattern[i : i + 4])
                 i += 4
             elif e.isalnum() and e not in _ESCAPES:
                 raise bad(f"\\{e} is not supported (the dialect is the one Python re and ripgrep share)")
+            elif e.isalnum() or e in _META:
+                out.append(pattern[i : i + 2])
+                i += 2
             else:
+                out.append("[ ]" if e == " " and not in_class else e)
                 i += 2
             quantified = False
             continue
@@ -134,15 +160,18 @@ def check_pattern(pattern: str, *, literal: bool, multiline: bool) -> None:
                 in_class = False
             elif c == "[" or pattern.startswith(("&&", "--", "~~", "||"), i):
                 raise bad("nested classes, POSIX classes and class set operations are not supported")
+            out.append(c)
             i += 1
             continue
         if c == "[":
             in_class = True
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):
-                i += 1
+            j = i + 1
+            if pattern.startswith("^", j):
+                j += 1
+            if pattern.startswith("]", j):
+                j += 1
+            out.append(pattern[i:j])
+            i = j
             quantified = False
             continue
         if c == "(" and pattern.startswith("(?", i) and not _GROUP.match(pattern, i):
@@ -151,20 +180,24 @@ def check_pattern(pattern: str, *, literal: bool, multiline: bool) -> None:
             m = _REPEAT.match(pattern, i)
             if m is None:
                 raise bad("escape a literal '{' as '\\{'")
+            out.append(m.group())
             i = m.end()
             quantified = True
             continue
         if c == "+" and quantified:
             raise bad("possessive quantifiers are not supported")
         quantified = c in "*+" or (c == "?" and not quantified)
+        out.append(c)
         i += 1
+    normalized = "".join(out)
     flags = re.MULTILINE | (re.DOTALL if multiline else 0)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            re.compile(pattern, flags)
+            re.compile(normalized, flags)
     except re.error as exc:
         raise bad(str(exc)) from None
+    return normalized
 
 
 def type_globs(name: str | None) -> tuple[str, ...]:
@@ -228,7 +261,7 @@ async def run_search(
 ) -> tuple[str, GrepReply]:
     """Search as ``args`` says with the chosen engine: the directory the reply's paths are
     relative to, and the daemon's reply."""
-    check_pattern(args.pattern, literal=args.literal, multiline=args.multiline)
+    pattern = check_pattern(args.pattern, literal=args.literal, multiline=args.multiline)
     types = type_globs(args.file_type)
     target, kind = await search_root(session, args.path)
     root = target if kind == "dir" else posixpath.dirname(target)
@@ -241,10 +274,18 @@ async def run_search(
     after = args.context if args.context is not None else args.context_after
     mode = {"files_with_matches": "files", "content": "content", "count": "count"}[args.output_mode]
     op_args: dict[str, Any] = {
-        "root": root, "pattern": args.pattern, "engine": engine, "mode": mode, "fixed_strings": args.literal,
-        "ignore_case": args.ignore_case, "multiline": args.multiline, "max_total": args.limit,
-        "max_per_file": args.max_per_file, "max_line_chars": args.max_line_chars,
-        "before": before if mode == "content" else 0, "after": after if mode == "content" else 0,
+        "root": root,
+        "pattern": pattern,
+        "engine": engine,
+        "mode": mode,
+        "fixed_strings": args.literal,
+        "ignore_case": args.ignore_case,
+        "multiline": args.multiline,
+        "max_total": args.limit,
+        "max_per_file": args.max_per_file,
+        "max_line_chars": args.max_line_chars,
+        "before": before if mode == "content" else 0,
+        "after": after if mode == "content" else 0,
         "timeout": args.timeout,
     }
     blob = b""
@@ -308,13 +349,23 @@ async def grep(session: Session, args: GrepInput) -> ToolResult:
     base, reply = await run_search(session, args)
     prefix = base.rstrip("/") + "/"
     matches = [
-        {"path": prefix + f.path, "line": h.line, "column": h.column, "text": "\n".join(h.lines),
-         "context_before": [list(x) for x in h.before], "context_after": [list(x) for x in h.after]}
+        {
+            "path": prefix + f.path,
+            "line": h.line,
+            "column": h.column,
+            "text": "\n".join(h.lines),
+            "context_before": [list(x) for x in h.before],
+            "context_after": [list(x) for x in h.after],
+        }
         for f in reply.files
         for h in f.matches
     ]
-    data: dict[str, Any] = {"engine": reply.engine, "mode": args.output_mode, "truncated": reply.truncated,
-                            "timed_out": reply.timed_out}
+    data: dict[str, Any] = {
+        "engine": reply.engine,
+        "mode": args.output_mode,
+        "truncated": reply.truncated,
+        "timed_out": reply.timed_out,
+    }
     if args.output_mode == "files_with_matches":
         lines = [prefix + f.path for f in reply.files]
         data["files"] = lines
@@ -340,6 +391,8 @@ async def grep(session: Session, args: GrepInput) -> ToolResult:
         text += "\n\n" + "\n".join(notes)
     truncated = reply.truncated or reply.timed_out
     return ToolResult.success(
-        text, data, truncated=truncated,
+        text,
+        data,
+        truncated=truncated,
         truncation={"shown": shown, "unit": unit, "timed_out": reply.timed_out} if truncated else None,
     )

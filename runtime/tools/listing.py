@@ -199,8 +199,14 @@ async def ls(session: Session, args: LsInput) -> ToolResult:
         "path": path,
         "total": total,
         "entries": [
-            {"name": e.name, "type": "dir" if _is_dir(e, link_dirs) else e.type, "size": e.size, "mode": e.mode,
-             "mtime": e.mtime, "target": e.target}
+            {
+                "name": e.name,
+                "type": "dir" if _is_dir(e, link_dirs) else e.type,
+                "size": e.size,
+                "mode": e.mode,
+                "mtime": e.mtime,
+                "target": e.target,
+            }
             for e in shown
         ],
     }
@@ -231,8 +237,13 @@ class GlobInput(ToolInput):
 
 
 def _visible(
-    rel: str, name: str, is_dir: bool, overrides: list[GitGlob], rules: IgnoreRules | None,
-    types: list[GitGlob], include_hidden: bool,
+    rel: str,
+    name: str,
+    is_dir: bool,
+    overrides: list[GitGlob],
+    rules: IgnoreRules | None,
+    types: list[GitGlob],
+    include_hidden: bool,
 ) -> bool:
     """Whether ripgrep would search (a file) or enter (a directory) ``rel``: ``--glob``
     overrides first (later wins; a whitelist beats ignore rules and hiddenness), then
@@ -278,13 +289,6 @@ def select_files(
     return selected
 
 
-def walk_files(walk: WalkResult, rules: IgnoreRules | None) -> list[tuple[str, float]]:
-    """(relative path, mtime) of the walk's regular files that no .gitignore excludes (the walk
-    already left out hidden entries if asked to); ``.git`` and symbolic links are skipped."""
-    selected = select_files(walk, rules, [GitGlob(EXCLUDED_DIR)], [], include_hidden=True)
-    return [(entry.path, entry.mtime) for entry in selected]
-
-
 class FindReply(BaseModel):
     total: int
     files: list[tuple[str, float]]
@@ -303,9 +307,15 @@ async def find_files(
         engine = "rg" if session.info and session.info.rg else "python"
     if engine == "rg":
         op_args = {
-            "root": root, "regex": "(?s)" + regex.pattern, "hidden": args.include_hidden,
-            "no_ignore": not args.respect_gitignore, "globs": [EXCLUDED_DIR], "sort": args.sort_by,
-            "offset": args.offset, "limit": args.limit, "timeout": FIND_TIMEOUT,
+            "root": root,
+            "regex": "(?s)" + regex.pattern,
+            "hidden": args.include_hidden,
+            "no_ignore": not args.respect_gitignore,
+            "globs": [EXCLUDED_DIR],
+            "sort": args.sort_by,
+            "offset": args.offset,
+            "limit": args.limit,
+            "timeout": FIND_TIMEOUT,
         }
         with op_errors(root):
             result, _ = await session.op("find", op_args, timeout=FIND_TIMEOUT + 15)

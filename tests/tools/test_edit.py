@@ -56,7 +56,9 @@ async def test_several_matches_need_replace_all_or_first(shared_session: Session
     first = await call(shared_session, "edit_file", path=path, old_string="x = 1", new_string="y", on_multiple="first")
     assert first.ok and await text(shared_session, path) == "y\nx = 1\nx = 1\n"
     every = await call(shared_session, "edit_file", path=path, old_string="x = 1", new_string="z", replace_all=True)
-    assert every.text.startswith("Successfully made 2 replacement(s)") and await text(shared_session, path) == "y\nz\nz\n"
+    assert (
+        every.text.startswith("Successfully made 2 replacement(s)") and await text(shared_session, path) == "y\nz\nz\n"
+    )
 
 
 async def test_identical_strings_and_missing_text_are_rejected(shared_session: Session) -> None:
@@ -74,8 +76,13 @@ async def test_identical_strings_and_missing_text_are_rejected(shared_session: S
 
 async def test_whitespace_stage_matches_other_indentation(shared_session: Session) -> None:
     path = await put(shared_session, "def f():\n\tif ready:\n\t\tgo()\n")
-    r = await call(shared_session, "edit_file", path=path, old_string="    if ready:\n        go()\n",
-                   new_string="    if ready:\n        go(fast=True)\n")
+    r = await call(
+        shared_session,
+        "edit_file",
+        path=path,
+        old_string="    if ready:\n        go()\n",
+        new_string="    if ready:\n        go(fast=True)\n",
+    )
     assert r.ok and "(match type: WhitespaceInsensitive, similarity: 95.0%)" in r.text
     assert await text(shared_session, path) == "def f():\n\tif ready:\n\t\tgo(fast=True)\n"
 
@@ -83,11 +90,25 @@ async def test_whitespace_stage_matches_other_indentation(shared_session: Sessio
 async def test_fuzzy_stage_threshold_edge(shared_session: Session) -> None:
     # "abcdefgXYZ" is exactly 70 % similar to "abcdefghij" (3 edits in 10).
     path = await put(shared_session, "keep\nabcdefgXYZ\nkeep\n")
-    above = await call(shared_session, "edit_file", path=path, old_string="abcdefghij", new_string="new",
-                       fuzzy_match=True, fuzzy_threshold=0.71)
+    above = await call(
+        shared_session,
+        "edit_file",
+        path=path,
+        old_string="abcdefghij",
+        new_string="new",
+        fuzzy_match=True,
+        fuzzy_threshold=0.71,
+    )
     assert above.error.code == "no_match" and above.data == {"best_similarity": 0.7, "best_line": 2}
-    at = await call(shared_session, "edit_file", path=path, old_string="abcdefghij", new_string="new",
-                    fuzzy_match=True, fuzzy_threshold=0.7)
+    at = await call(
+        shared_session,
+        "edit_file",
+        path=path,
+        old_string="abcdefghij",
+        new_string="new",
+        fuzzy_match=True,
+        fuzzy_threshold=0.7,
+    )
     assert at.ok and "(match type: Fuzzy, similarity: 70.0%)" in at.text
     assert await text(shared_session, path) == "keep\nnew\nkeep\n"
 
@@ -99,7 +120,9 @@ async def test_line_range_mode(shared_session: Session) -> None:
     assert await text(shared_session, path) == "one\nTWO-THREE\nfour\n"
     out = await call(shared_session, "edit_file", path=path, start_line=3, end_line=9, new_string="x")
     assert out.error.code == "invalid_range" and "(3 lines)" in out.text
-    both = await call(shared_session, "edit_file", path=path, old_string="one", start_line=1, end_line=1, new_string="x")
+    both = await call(
+        shared_session, "edit_file", path=path, old_string="one", start_line=1, end_line=1, new_string="x"
+    )
     assert both.error.code == "invalid_arguments"
 
 
@@ -124,8 +147,9 @@ async def test_stale_version_and_concurrent_change_are_conflicts(shared_session:
     path = await put(shared_session, "v = 1\n")
     version = (await call(shared_session, "read_file", path=path)).data["version"]
     await shared_session.write_file(path, "v = 1\nw = 2\n")
-    stale = await call(shared_session, "edit_file", path=path, old_string="v = 1", new_string="v = 9",
-                       expected_version=version)
+    stale = await call(
+        shared_session, "edit_file", path=path, old_string="v = 1", new_string="v = 9", expected_version=version
+    )
     assert stale.error.code == "conflict" and await text(shared_session, path) == "v = 1\nw = 2\n"
     # A change landing between the edit's read and its write is not overwritten.
     loaded = await load_text(shared_session, path)
@@ -146,10 +170,15 @@ async def test_binary_file_is_not_edited(shared_session: Session) -> None:
 
 async def test_multi_edit_applies_all_located_in_the_original(shared_session: Session) -> None:
     path = await put(shared_session, "use old_crate;\nfn main() { old_crate::init(); }\n")
-    r = await call(shared_session, "multi_edit", path=path, edits=[
-        {"old_string": "use old_crate;", "new_string": "use new_crate;"},
-        {"old_string": "old_crate::init()", "new_string": "new_crate::init()"},
-    ])
+    r = await call(
+        shared_session,
+        "multi_edit",
+        path=path,
+        edits=[
+            {"old_string": "use old_crate;", "new_string": "use new_crate;"},
+            {"old_string": "old_crate::init()", "new_string": "new_crate::init()"},
+        ],
+    )
     assert r.text == f"Successfully applied 2 edit(s) to '{path}'"
     assert await text(shared_session, path) == "use new_crate;\nfn main() { new_crate::init(); }\n"
 
@@ -157,36 +186,56 @@ async def test_multi_edit_applies_all_located_in_the_original(shared_session: Se
 async def test_multi_edit_is_atomic(shared_session: Session) -> None:
     original = "a = 1\nb = 2\nc = 3\n"
     path = await put(shared_session, original)
-    r = await call(shared_session, "multi_edit", path=path, edits=[
-        {"old_string": "a = 1", "new_string": "a = 10"},
-        {"old_string": "not there", "new_string": "x"},
-        {"old_string": "c = 3", "new_string": "c = 30"},
-    ])
+    r = await call(
+        shared_session,
+        "multi_edit",
+        path=path,
+        edits=[
+            {"old_string": "a = 1", "new_string": "a = 10"},
+            {"old_string": "not there", "new_string": "x"},
+            {"old_string": "c = 3", "new_string": "c = 30"},
+        ],
+    )
     assert (r.error.code, r.text) == ("no_match", "Edit 2: String not found in file: 'not there'")
     assert await shared_session.read_file(path) == original.encode()
 
 
 async def test_multi_edit_rejects_overlaps_and_too_many_edits(shared_session: Session) -> None:
     path = await put(shared_session, "foo bar baz\n")
-    r = await call(shared_session, "multi_edit", path=path, edits=[
-        {"old_string": "foo bar", "new_string": "x"}, {"old_string": "bar baz", "new_string": "y"},
-    ])
+    r = await call(
+        shared_session,
+        "multi_edit",
+        path=path,
+        edits=[
+            {"old_string": "foo bar", "new_string": "x"},
+            {"old_string": "bar baz", "new_string": "y"},
+        ],
+    )
     assert (r.error.code, r.text) == ("overlapping_edits", "Edits 1 and 2 have overlapping regions")
-    many = await call(shared_session, "multi_edit", path=path,
-                      edits=[{"old_string": f"{i}", "new_string": "x"} for i in range(51)])
+    many = await call(
+        shared_session, "multi_edit", path=path, edits=[{"old_string": f"{i}", "new_string": "x"} for i in range(51)]
+    )
     assert many.error.code == "invalid_arguments" and "at most 50" in many.text
     assert await text(shared_session, path) == "foo bar baz\n"
 
 
 async def test_multi_edit_dry_run_reports_without_writing(shared_session: Session) -> None:
     path = await put(shared_session, "alpha\n  beta  gamma\ndelta\n")
-    r = await call(shared_session, "multi_edit", path=path, dry_run=True, edits=[
-        {"old_string": "alpha", "new_string": "ALPHA!"},
-        {"old_string": "beta gamma", "new_string": "BG", "fuzzy_match": True},
-    ])
+    r = await call(
+        shared_session,
+        "multi_edit",
+        path=path,
+        dry_run=True,
+        edits=[
+            {"old_string": "alpha", "new_string": "ALPHA!"},
+            {"old_string": "beta gamma", "new_string": "BG", "fuzzy_match": True},
+        ],
+    )
     assert r.ok and r.data["applied"] == 2 and r.data["fuzzy"] == 1 and r.data["mean_similarity"] == 0.95
     assert r.data["size_delta"] == -8
-    assert r.text.startswith(f"Dry run: 2 edit(s) would be applied to '{path}'\n  (1 fuzzy matches, avg 95% similarity)")
+    assert r.text.startswith(
+        f"Dry run: 2 edit(s) would be applied to '{path}'\n  (1 fuzzy matches, avg 95% similarity)"
+    )
     assert "Delta: -8 bytes" in r.text
     assert await text(shared_session, path) == "alpha\n  beta  gamma\ndelta\n"
 

@@ -173,8 +173,13 @@ async def test_write_without_parent_creation_fails_clearly(shared_session: Sessi
 
 async def test_write_base64_trailing_newline_and_size_cap(shared_session: Session) -> None:
     d = fresh_dir()
-    r = await call(shared_session, "write_file", path=f"{d}/b.bin", content=base64.b64encode(b"\x00\xff").decode(),
-                   encoding="base64")
+    r = await call(
+        shared_session,
+        "write_file",
+        path=f"{d}/b.bin",
+        content=base64.b64encode(b"\x00\xff").decode(),
+        encoding="base64",
+    )
     assert r.ok and await shared_session.read_file(f"{d}/b.bin") == b"\x00\xff"
     await call(shared_session, "write_file", path=f"{d}/n.txt", content="no newline", ensure_trailing_newline=True)
     assert await shared_session.read_file(f"{d}/n.txt") == b"no newline\n"
@@ -213,5 +218,8 @@ async def test_delete_removes_files_only(shared_session: Session) -> None:
 
 
 def test_permission_levels() -> None:
-    assert [REGISTRY[n].level.value for n in ("read_file", "write_file", "delete_file")] == ["safe", "cautious",
-                                                                                            "dangerous"]
+    assert [REGISTRY[n].level.value for n in ("read_file", "write_file", "delete_file")] == [
+        "safe",
+        "cautious",
+        "dangerous",
+    ]

@@ -26,8 +26,11 @@ def apply(content: str, old: str, new: str, **kw: object) -> tuple[str, matching
 
 def test_exact_match_finds_every_occurrence() -> None:
     found = matching.find("foo bar foo baz foo", "foo", "qux")
-    assert [(m.start, m.stage, m.similarity) for m in found.matches] == [(0, "exact", 1.0), (8, "exact", 1.0),
-                                                                         (16, "exact", 1.0)]
+    assert [(m.start, m.stage, m.similarity) for m in found.matches] == [
+        (0, "exact", 1.0),
+        (8, "exact", 1.0),
+        (16, "exact", 1.0),
+    ]
 
 
 def test_whitespace_stage_tolerates_indentation_and_reindents_replacement() -> None:
@@ -63,7 +66,9 @@ def test_fuzzy_stage_only_when_enabled_and_reports_similarity() -> None:
 def test_fuzzy_threshold_edge_is_inclusive() -> None:
     # Levenshtein similarity of these two lines is exactly 1 - 3/10 = 0.7.
     content = "keep\nabcdefgXYZ\nkeep\n"
-    assert matching.find(content, "abcdefghij", "new", fuzzy=True, threshold=0.7).matches[0].similarity == pytest.approx(0.7)
+    assert matching.find(content, "abcdefghij", "new", fuzzy=True, threshold=0.7).matches[
+        0
+    ].similarity == pytest.approx(0.7)
     missed = matching.find(content, "abcdefghij", "new", fuzzy=True, threshold=0.71)
     assert missed.matches == [] and missed.best_similarity == pytest.approx(0.7) and missed.best_line == 2
 
@@ -115,7 +120,8 @@ def test_patch_hunk_that_does_not_apply_names_the_hunk() -> None:
 
 
 def test_patch_keeps_crlf_and_handles_no_newline_markers() -> None:
-    patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n one\n-two\n\\ No newline at end of file\n+2\n+three\n\\ No newline at end of file\n"
+    no_newline = "\\ No newline at end of file\n"
+    patch = f"--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n one\n-two\n{no_newline}+2\n+three\n{no_newline}"
     assert apply_hunks("one\r\ntwo", parse_patch(patch)[0].hunks, "f") == "one\r\n2\r\nthree"
 
 
@@ -150,10 +156,23 @@ def walk(*entries: tuple[str, str]) -> WalkResult:
 
 
 TREE = walk(
-    ("build", "dir"), ("build/out.py", "file"), ("keep.log", "file"), ("a.log", "file"), (".env.example", "file"),
-    (".secret", "file"), ("src", "dir"), ("src/x.py", "file"), ("src/gen", "dir"), ("src/gen/g.py", "file"),
-    ("src/pkg", "dir"), ("src/pkg/b.log", "file"), ("src/pkg/y.py", "file"), ("src/.h.py", "file"),
-    ("link.py", "symlink"), ("rootonly.txt", "file"), ("src/rootonly.txt", "file"),
+    ("build", "dir"),
+    ("build/out.py", "file"),
+    ("keep.log", "file"),
+    ("a.log", "file"),
+    (".env.example", "file"),
+    (".secret", "file"),
+    ("src", "dir"),
+    ("src/x.py", "file"),
+    ("src/gen", "dir"),
+    ("src/gen/g.py", "file"),
+    ("src/pkg", "dir"),
+    ("src/pkg/b.log", "file"),
+    ("src/pkg/y.py", "file"),
+    ("src/.h.py", "file"),
+    ("link.py", "symlink"),
+    ("rootonly.txt", "file"),
+    ("src/rootonly.txt", "file"),
 )
 IGNORES = {"": "build/\n*.log\n!keep.log\n!.env.example\n/rootonly.txt\n", "src": "gen/\n", "src/pkg": "!*.log\n"}
 
@@ -161,8 +180,16 @@ IGNORES = {"": "build/\n*.log\n!keep.log\n!.env.example\n/rootonly.txt\n", "src"
 def test_gitignore_semantics_nested_negation_directories_and_anchors() -> None:
     rules = IgnoreRules("/w", IGNORES, {"/": "*.pyc\n"})
     files = [e.path for e in select_files(TREE, rules, [], [], include_hidden=True)]
-    assert files == ["keep.log", ".env.example", ".secret", "src/x.py", "src/pkg/b.log", "src/pkg/y.py", "src/.h.py",
-                     "src/rootonly.txt"]
+    assert files == [
+        "keep.log",
+        ".env.example",
+        ".secret",
+        "src/x.py",
+        "src/pkg/b.log",
+        "src/pkg/y.py",
+        "src/.h.py",
+        "src/rootonly.txt",
+    ]
     assert rules.state("z.pyc", False) is True  # a parent directory's .gitignore applies too
 
 
@@ -191,6 +218,11 @@ def test_grep_dialect_rejects_what_the_engines_disagree_on(pattern: str) -> None
 @pytest.mark.parametrize("pattern", [r"fn\s+main\(", r"a{2,3}?", r"(?i)error", r"(?P<n>\w+)\.rs", r"[\]x]", r"\x41b}"])
 def test_grep_dialect_accepts_the_common_subset(pattern: str) -> None:
     check_pattern(pattern, literal=False, multiline=False)
+
+
+def test_grep_dialect_drops_escapes_ripgrep_refuses() -> None:
+    assert check_pattern(r"src\/main\:\ x\.rs", literal=False, multiline=False) == r"src/main:[ ]x\.rs"
+    assert check_pattern(r"[\/\-]", literal=False, multiline=False) == r"[/\-]"
 
 
 def test_newline_in_pattern_needs_multiline() -> None:

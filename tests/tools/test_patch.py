@@ -32,8 +32,9 @@ def fresh_dir() -> str:
 
 
 async def test_diff_of_strings_with_labels(shared_session: Session) -> None:
-    r = await call(shared_session, "diff", original="foo\nbar\n", modified="foo\nbaz\n", original_label="a/x",
-                   modified_label="b/x")
+    r = await call(
+        shared_session, "diff", original="foo\nbar\n", modified="foo\nbaz\n", original_label="a/x", modified_label="b/x"
+    )
     assert r.text == "--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n foo\n-bar\n+baz\n"
     assert (r.data["added"], r.data["removed"], r.data["identical"]) == (1, 1, False)
     same = await call(shared_session, "diff", original="same\n", modified="same\n")
@@ -54,8 +55,16 @@ async def test_patch_from_diff_applies(shared_session: Session) -> None:
     d = fresh_dir()
     await shared_session.write_file(f"{d}/f.txt", ORIGINAL)
     modified = ORIGINAL.replace("line 3\n", "line three\n").replace("line 35\n", "line 35\nline 35.5\n")
-    patch = (await call(shared_session, "diff", original=ORIGINAL, modified=modified, original_label="a/f.txt",
-                        modified_label="b/f.txt")).text
+    patch = (
+        await call(
+            shared_session,
+            "diff",
+            original=ORIGINAL,
+            modified=modified,
+            original_label="a/f.txt",
+            modified_label="b/f.txt",
+        )
+    ).text
     r = await call(shared_session, "apply_patch", path=f"{d}/f.txt", patch=patch)
     assert r.text == f"Successfully applied patch to '{d}/f.txt' (2 hunk(s))"
     assert (await shared_session.read_file(f"{d}/f.txt")).decode() == modified
@@ -68,8 +77,14 @@ async def test_failing_hunk_leaves_file_byte_identical(shared_session: Session) 
     d = fresh_dir()
     current = ORIGINAL.replace("line 31\n", "someone changed this\n")
     await shared_session.write_file(f"{d}/f.txt", current)
-    patch = (await call(shared_session, "diff", original=ORIGINAL,
-                        modified=ORIGINAL.replace("line 5\n", "five\n").replace("line 30\n", "thirty\n"))).text
+    patch = (
+        await call(
+            shared_session,
+            "diff",
+            original=ORIGINAL,
+            modified=ORIGINAL.replace("line 5\n", "five\n").replace("line 30\n", "thirty\n"),
+        )
+    ).text
     r = await call(shared_session, "apply_patch", path=f"{d}/f.txt", patch=patch)
     assert r.error.code == "patch_failed" and r.text.startswith("Hunk 2 (@@ -27,7 +27,7 @@) does not apply")
     assert (await shared_session.read_file(f"{d}/f.txt")).decode() == current
@@ -87,8 +102,10 @@ async def test_patch_names_its_file_creates_new_files_and_dry_runs(shared_sessio
             "@@ -0,0 +1,2 @@\n+print('new')\n+print('file')\n"
         )
         dry = await call(shared_session, "apply_patch", patch=patch, dry_run=True)
-        assert dry.ok and dry.text == (f"Patch applies cleanly to '{d}/src/app.py' (1 hunk(s))\n"
-                                       f"Patch applies cleanly to '{d}/src/new.py' (1 hunk(s))")
+        assert dry.ok and dry.text == (
+            f"Patch applies cleanly to '{d}/src/app.py' (1 hunk(s))\n"
+            f"Patch applies cleanly to '{d}/src/new.py' (1 hunk(s))"
+        )
         assert not (await shared_session.stat(f"{d}/src/new.py")).exists
         r = await call(shared_session, "apply_patch", patch=patch)
         assert r.ok and [f["created"] for f in r.data["files"]] == [False, True]
@@ -102,8 +119,10 @@ async def test_multi_file_patch_is_all_or_nothing(shared_session: Session) -> No
     d = fresh_dir()
     await shared_session.write_file(f"{d}/one.txt", "a\n")
     await shared_session.write_file(f"{d}/two.txt", "b\n")
-    patch = (f"--- {d}/one.txt\n+++ {d}/one.txt\n@@ -1 +1 @@\n-a\n+A\n"
-             f"--- {d}/two.txt\n+++ {d}/two.txt\n@@ -1 +1 @@\n-not b\n+B\n")
+    patch = (
+        f"--- {d}/one.txt\n+++ {d}/one.txt\n@@ -1 +1 @@\n-a\n+A\n"
+        f"--- {d}/two.txt\n+++ {d}/two.txt\n@@ -1 +1 @@\n-not b\n+B\n"
+    )
     r = await call(shared_session, "apply_patch", patch=patch)
     assert r.error.code == "patch_failed"
     assert await shared_session.read_file(f"{d}/one.txt") == b"a\n"
@@ -125,3 +144,10 @@ async def test_patch_keeps_crlf_and_rejects_stale_version(shared_session: Sessio
 async def test_patch_without_hunks_is_invalid(shared_session: Session) -> None:
     r = await call(shared_session, "apply_patch", path="/workspace/x.txt", patch="just some text\n")
     assert (r.error.code, r.text) == ("invalid_patch", "The patch contains no hunks")
+
+
+def test_policy_sees_every_file_a_patch_writes() -> None:
+    tool = REGISTRY["apply_patch"]
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/new/y.py\n@@ -0,0 +1 @@\n+c\n"
+    assert tool.paths(tool.input_model.model_validate({"patch": patch})) == ["x.py", "new/y.py"]
+    assert tool.paths(tool.input_model.model_validate({"patch": patch, "path": "/etc/z"})) == ["/etc/z"]

@@ -35,7 +35,7 @@ async def call(session: Session, name: str, **args: Any) -> ToolResult:
 SMALL_TREE = {
     ".gitignore": "build/\n*.log\n!keep.log\n",
     "a.py": "import os\nprint('Hello World')\n",
-    "b.rs": "fn main() {\n    println!(\"hello\");\n}\n",
+    "b.rs": 'fn main() {\n    println!("hello");\n}\n',
     "src/main.rs": "fn main() {}\n// TODO: hello later\n",
     "src/lib/x.rs": "pub fn x() -> u8 { 1 }\n",
     "src/.gitignore": "gen.rs\n",
@@ -92,10 +92,16 @@ async def test_glob_newest_first_respecting_gitignore(shared_session: Session, t
     r = await call(shared_session, "glob", pattern="**/*.rs", path=tree)
     assert r.text.splitlines() == [f"{tree}/{p}" for p in ("src/lib/x.rs", "src/main.rs", "b.rs")]
     hidden = await call(shared_session, "glob", pattern="**/*.rs", path=tree, include_hidden=True, sort_by="path")
-    assert [p[len(tree) + 1 :] for p in hidden.data["files"]] == [".h.rs", ".hidden/y.rs", "b.rs", "src/lib/x.rs",
-                                                                 "src/main.rs"]
-    unignored = await call(shared_session, "glob", pattern="**/*.{rs,log}", path=tree, respect_gitignore=False,
-                           sort_by="path")
+    assert [p[len(tree) + 1 :] for p in hidden.data["files"]] == [
+        ".h.rs",
+        ".hidden/y.rs",
+        "b.rs",
+        "src/lib/x.rs",
+        "src/main.rs",
+    ]
+    unignored = await call(
+        shared_session, "glob", pattern="**/*.{rs,log}", path=tree, respect_gitignore=False, sort_by="path"
+    )
     assert "build/z.rs" in str(unignored.data["files"]) and "src/gen.rs" in str(unignored.data["files"])
 
 
@@ -134,12 +140,19 @@ async def test_grep_modes(shared_session: Session, tree: str) -> None:
     assert files.text.splitlines() == [f"{tree}/{p}" for p in ("b.rs", "docs/guide.md", "src/keep.log", "src/main.rs")]
     content = await call(shared_session, "grep", pattern="hel+o", path=tree, output_mode="content")
     assert content.text.splitlines() == [
-        f'{tree}/b.rs:2:     println!("hello");', f"{tree}/docs/guide.md:2: Say hello.",
-        f"{tree}/src/keep.log:1: hello kept", f"{tree}/src/main.rs:2: // TODO: hello later",
+        f'{tree}/b.rs:2:     println!("hello");',
+        f"{tree}/docs/guide.md:2: Say hello.",
+        f"{tree}/src/keep.log:1: hello kept",
+        f"{tree}/src/main.rs:2: // TODO: hello later",
     ]
-    assert content.data["matches"][0] == {"path": f"{tree}/b.rs", "line": 2, "column": 15,
-                                          "text": '    println!("hello");', "context_before": [],
-                                          "context_after": []}
+    assert content.data["matches"][0] == {
+        "path": f"{tree}/b.rs",
+        "line": 2,
+        "column": 15,
+        "text": '    println!("hello");',
+        "context_before": [],
+        "context_after": [],
+    }
     count = await call(shared_session, "grep", pattern="l", path=tree, output_mode="count", type="rust")
     # As with ripgrep's --type, a file of the requested type is searched even if hidden.
     assert count.text.splitlines() == [f"{tree}/.h.rs:1", f"{tree}/b.rs:1", f"{tree}/src/main.rs:1"]
@@ -150,6 +163,9 @@ async def test_grep_case_literal_glob_and_type(shared_session: Session, tree: st
     assert insensitive.text == f"{tree}/a.py"
     literal = await call(shared_session, "grep", pattern="print('", path=tree, literal=True)
     assert literal.text == f"{tree}/a.py"
+    # "\!" is not an escape ripgrep knows: it is taken as "!" by both engines.
+    escaped = await call(shared_session, "grep", pattern=r"println\!\(", path=tree)
+    assert escaped.text == f"{tree}/b.rs"
     by_glob = await call(shared_session, "grep", pattern="fn", path=tree, glob="src/**/*.rs")
     assert by_glob.text.splitlines() == [f"{tree}/src/lib/x.rs", f"{tree}/src/main.rs"]
     by_type = await call(shared_session, "grep", pattern="hello", path=tree, type="markdown", ignore_case=True)
@@ -168,13 +184,28 @@ async def test_grep_skips_binary_hidden_and_ignored_unless_asked(shared_session:
     assert f"{tree}/bin.dat" not in everything.text
 
 
+async def test_file_with_a_late_nul_byte_is_binary_for_both_engines(shared_session: Session) -> None:
+    root = f"/workspace/n-{uuid.uuid4().hex[:8]}"
+    await shared_session.write_file(f"{root}/late.txt", b"hello\nhello\n" + b"a" * 70000 + b"\n\x00\n")
+    await shared_session.write_file(f"{root}/ok.txt", b"hello\n")
+    for mode in ("content", "count", "files_with_matches"):
+        args = GrepInput(pattern="hello", path=root, output_mode=mode)
+        for engine in ("rg", "python"):
+            _, reply = await run_search(shared_session, args, engine)  # type: ignore[arg-type]
+            assert [f.path for f in reply.files] == ["ok.txt"], (mode, engine)
+
+
 async def test_grep_context_and_multiline(shared_session: Session, tree: str) -> None:
     r = await call(shared_session, "grep", pattern="println", path=f"{tree}/b.rs", output_mode="content", context=1)
-    assert r.text.splitlines() == [f"{tree}/b.rs-1- fn main() {{", f'{tree}/b.rs:2:     println!("hello");',
-                                   f"{tree}/b.rs-3- }}"]
+    assert r.text.splitlines() == [
+        f"{tree}/b.rs-1- fn main() {{",
+        f'{tree}/b.rs:2:     println!("hello");',
+        f"{tree}/b.rs-3- }}",
+    ]
     assert r.data["matches"][0]["context_before"] == [[1, "fn main() {"]]
-    multi = await call(shared_session, "grep", pattern=r"main\(\) \{\n\s+println", path=tree, multiline=True,
-                       output_mode="content")
+    multi = await call(
+        shared_session, "grep", pattern=r"main\(\) \{\n\s+println", path=tree, multiline=True, output_mode="content"
+    )
     assert multi.text.splitlines() == [f"{tree}/b.rs:1: fn main() {{", f'{tree}/b.rs:2:     println!("hello");']
     needs_flag = await call(shared_session, "grep", pattern=r"a\nb", path=tree)
     assert needs_flag.error.code == "invalid_pattern"
@@ -184,12 +215,25 @@ async def test_grep_caps_long_lines_and_no_match(shared_session: Session) -> Non
     root = f"/workspace/g-{uuid.uuid4().hex[:8]}"
     for i in range(3):
         await shared_session.write_file(f"{root}/f{i}.txt", "".join(f"hit {n} " + "x" * 300 + "\n" for n in range(5)))
-    r = await call(shared_session, "grep", pattern="hit", path=root, output_mode="content", max_per_file=2, limit=5,
-                   max_line_chars=20)
+    r = await call(
+        shared_session,
+        "grep",
+        pattern="hit",
+        path=root,
+        output_mode="content",
+        max_per_file=2,
+        limit=5,
+        max_line_chars=20,
+    )
     assert len(r.data["matches"]) == 5 and r.truncated
     assert r.data["matches"][0]["text"] == "hit 0 " + "x" * 14 + "..."
     assert [(m["path"][-6:], m["line"]) for m in r.data["matches"]] == [
-        ("f0.txt", 1), ("f0.txt", 2), ("f1.txt", 1), ("f1.txt", 2), ("f2.txt", 1)]
+        ("f0.txt", 1),
+        ("f0.txt", 2),
+        ("f1.txt", 1),
+        ("f1.txt", 2),
+        ("f2.txt", 1),
+    ]
     assert r.text.endswith("(Results truncated: 5 matches shown. Narrow the search or raise the limit.)")
     none = await call(shared_session, "grep", pattern="absent", path=root)
     assert none.ok and none.text == "No matches found" and not none.truncated
@@ -221,6 +265,7 @@ PARITY_QUERIES: list[dict[str, Any]] = [
     {"pattern": "omega", "output_mode": "content", "context": 2, "limit": 30, "max_line_chars": 40},
     {"pattern": "résumé", "literal": True, "output_mode": "count"},
     {"pattern": "^alpha", "output_mode": "content", "limit": 15},
+    {"pattern": r"alpha\ \w+\,?", "output_mode": "count"},
     {"pattern": "alpha", "path": "src", "output_mode": "content", "limit": 50},
     {"pattern": "alpha", "path": "crlf.txt", "output_mode": "content"},
 ]
@@ -256,11 +301,14 @@ async def test_glob_gives_identical_results_with_and_without_ripgrep(
         )
 
 
-async def test_image_without_ripgrep_uses_the_python_engine(rt: Runtime, generated: str, shared_session: Session) -> None:
+async def test_image_without_ripgrep_uses_the_python_engine(
+    rt: Runtime, generated: str, shared_session: Session
+) -> None:
     tag = "caisson-test/norg:latest"
     base = resolve_base(rt.client)
-    rt.client.images.build(fileobj=io.BytesIO(f"FROM {base}\nRUN rm -f /usr/bin/rg\n".encode()), tag=tag, rm=True,
-                           network_mode="none")
+    rt.client.images.build(
+        fileobj=io.BytesIO(f"FROM {base}\nRUN rm -f /usr/bin/rg\n".encode()), tag=tag, rm=True, network_mode="none"
+    )
     async with rt.session(image=tag) as bare:
         assert (await bare.ping()).rg is None
         await make_tree(bare, generated, files=1200, seed=11)
