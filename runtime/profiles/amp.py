@@ -134,7 +134,7 @@ async def _read(args: ReadArgs, session: Session) -> Any:
 def _present_read(result: ToolResult, args: ReadArgs) -> ToolResult:
     code = _code(result)
     # The permission policy refuses secret files before the tool runs; either way Amp's error.
-    if code == "secret_file" or (code == "permission_denied" and is_secret(args._path)):
+    if code == "permission_denied" and is_secret(args._path):
         return error(result, SECRET_MESSAGE, errorCode="reading-secret-file")
     if code == "not_found":
         return error(result, f"ENOENT: no such file or directory '{args._path}'", absolutePath=args._path)

@@ -17,7 +17,6 @@ from rapidfuzz import fuzz
 
 from runtime.errors import OpError
 from runtime.policy import Level
-from runtime.policy.paths import is_secret
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 from runtime.tools.edit import UNDO_MAX_FILE, record_change
 from runtime.tools.textutil import (
@@ -34,7 +33,6 @@ from runtime.tools.textutil import (
 if TYPE_CHECKING:
     from runtime.session import Session
 
-SECRET_MESSAGE = "Refusing to read env file. Reading secrets is not permitted."
 # Files up to this size are fetched whole (total line count and hash known); larger ones are
 # read chunk by chunk only as far as the requested lines.
 FULL_READ_BYTES = 32 * 1024 * 1024
@@ -155,9 +153,8 @@ def _directory_listing(path: str, names: list[tuple[str, bool]]) -> ToolResult:
     paths=lambda a: [a.path],
 )
 async def read_file(session: Session, args: ReadFileInput) -> ToolResult:
+    # Secret files are refused by the permission policy (configurable there), before this runs.
     path = session.resolve(args.path)
-    if is_secret(path):
-        raise ToolError("secret_file", SECRET_MESSAGE)
     with op_errors(path):
         st = await session.stat(path)
     if not st.exists:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Session
+from runtime import Runtime, Session
 
 pytestmark = pytest.mark.anyio
 
@@ -52,3 +52,11 @@ async def test_no_docker_socket_and_no_devices(shared_session: Session) -> None:
     assert "No such file" in r.stdout
     assert set(r.stdout.split()) >= {"null", "zero", "urandom"}
     assert "sda" not in r.stdout.split("\n")[-2]
+
+
+async def test_gvisor_session_runs_under_the_gvisor_kernel(rt: Runtime) -> None:
+    async with rt.session(gvisor=True) as s:
+        r = await s.exec("dmesg | head -1; id -un", timeout=30)
+        assert "gVisor" in r.stdout and r.stdout.endswith("agent\n")
+        await s.write_file("/workspace/g.txt", "under gVisor")
+        assert await s.read_file("/workspace/g.txt") == b"under gVisor"

@@ -141,16 +141,6 @@ async def test_missing_file_suggests_similar_paths(shared_session: Session) -> N
     assert f"{d}/unrelated.md" not in r.data["suggestions"]
 
 
-async def test_secret_files_are_refused(shared_session: Session) -> None:
-    d = fresh_dir()
-    await shared_session.write_file(f"{d}/.env", "TOKEN=abc\n")
-    await shared_session.write_file(f"{d}/.env.example", "TOKEN=\n")
-    r = await call(shared_session, "read_file", path=f"{d}/.env")
-    assert (r.error.code, r.text) == ("secret_file", "Refusing to read env file. Reading secrets is not permitted.")
-    assert "TOKEN=abc" not in r.text
-    assert (await call(shared_session, "read_file", path=f"{d}/.env.example")).ok
-
-
 # ---- write_file ----------------------------------------------------------------------------
 
 
