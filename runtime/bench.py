@@ -66,14 +66,13 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "grep_vs_rg_ratio": 1.5, "bash_true_p50_ms": 10,
     }}
-    async with Runtime() as rt:
-        async with rt.session() as s:
-            if "spine" in groups:
-                report["spine"] = await bench_spine(rt, s, iterations)
-            if "tools" in groups:
-                report["tools"] = await bench_file_tools(s, iterations)
-            if "bash" in groups:
-                report["bash"] = await bench_bash(s, iterations)
-            if "audit" in groups:
-                report["audit"] = await bench_audit(rt, s, iterations)
+    async with Runtime() as rt, rt.session() as s:
+        if "spine" in groups:
+            report["spine"] = await bench_spine(rt, s, iterations)
+        if "tools" in groups:
+            report["tools"] = await bench_file_tools(s, iterations)
+        if "bash" in groups:
+            report["bash"] = await bench_bash(s, iterations)
+        if "audit" in groups:
+            report["audit"] = await bench_audit(rt, s, iterations)
     return report

@@ -31,7 +31,6 @@ from runtime.profiles.base import Profile, ProfileTool
 from runtime.tools.base import ToolError, ToolResult, current_call_id
 
 if TYPE_CHECKING:
-    from runtime.config import RuntimeConfig
     from runtime.session import Session
 
 log = structlog.get_logger("caisson.dispatch")

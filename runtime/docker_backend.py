@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import docker
 import docker.errors
@@ -156,10 +157,10 @@ def remove_container(client: docker.DockerClient, container_id: str) -> None:
             raise
 
 
-def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, object] | None:
+def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:
     rows = client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"})
     return rows[0] if rows else None
 
 
-def list_session_containers(client: docker.DockerClient) -> list[dict[str, object]]:
+def list_session_containers(client: docker.DockerClient) -> list[dict[str, Any]]:
     return client.api.containers(all=True, filters={"label": LABEL_SESSION})

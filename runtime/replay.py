@@ -26,19 +26,18 @@ async def replay_file(path: str, *, profile: str = "caisson", approve_all: bool 
     """Yield one JSON result per input line. A bad line yields an error result; the rest still run."""
     lines = _lines(path)
     policy = Policy(auto_approve=Level.DANGEROUS) if approve_all else Policy.from_env()
-    async with Runtime() as rt:
-        async with rt.session(profile=profile, policy=policy) as s:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    call = json.loads(line)
-                    tool, args = call["tool"], call.get("args", {})
-                    if not isinstance(tool, str) or not isinstance(args, dict):
-                        raise TypeError("'tool' must be a string and 'args' an object")
-                except (ValueError, KeyError, TypeError) as exc:
-                    bad = ToolResult.failure("invalid_line", f"line {number}: not a tool call: {exc}")
-                    yield bad.model_dump_json()
-                    continue
-                result = await s.call(tool, args)
-                yield result.model_dump_json()
+    async with Runtime() as rt, rt.session(profile=profile, policy=policy) as s:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                call = json.loads(line)
+                tool, args = call["tool"], call.get("args", {})
+                if not isinstance(tool, str) or not isinstance(args, dict):
+                    raise TypeError("'tool' must be a string and 'args' an object")
+            except (ValueError, KeyError, TypeError) as exc:
+                bad = ToolResult.failure("invalid_line", f"line {number}: not a tool call: {exc}")
+                yield bad.model_dump_json()
+                continue
+            result = await s.call(tool, args)
+            yield result.model_dump_json()

@@ -1483,15 +1483,10 @@ def _h_kill(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
 # ------------------------------------------------------------------ find, sed, awk
 
 _FIND_VALUE = frozenset(
-    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type -xtype "
-    "-size -mtime -mmin -atime -amin -ctime -cmin -newer -anewer -cnewer -user -group -uid -gid "
-    "-perm -maxdepth -mindepth -printf -samefile -inum -links -fstype -used -context -regextype "
-    "-files0-from".split()
+    ["-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-lname", "-ilname", "-type", "-xtype", "-size", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-newer", "-anewer", "-cnewer", "-user", "-group", "-uid", "-gid", "-perm", "-maxdepth", "-mindepth", "-printf", "-samefile", "-inum", "-links", "-fstype", "-used", "-context", "-regextype", "-files0-from"]
 )
 _FIND_FLAG = frozenset(
-    "-print -print0 -ls -prune -quit -true -false -empty -executable -readable -writable -nouser "
-    "-nogroup -depth -d -mount -xdev -noleaf -follow -ignore_readdir_race -noignore_readdir_race "
-    "-daystart -not -a -and -o -or -help --help -version --version -warn -nowarn ! ( ) ,".split()
+    ["-print", "-print0", "-ls", "-prune", "-quit", "-true", "-false", "-empty", "-executable", "-readable", "-writable", "-nouser", "-nogroup", "-depth", "-d", "-mount", "-xdev", "-noleaf", "-follow", "-ignore_readdir_race", "-noignore_readdir_race", "-daystart", "-not", "-a", "-and", "-o", "-or", "-help", "--help", "-version", "--version", "-warn", "-nowarn", "!", "(", ")", ","]
 )
 
 
@@ -1739,14 +1734,10 @@ def _h_awk(a: _Analyzer, seg: _Seg, name: str, args: list[_Word]) -> None:
 # ------------------------------------------------------------------ git
 
 _GIT_READ = frozenset(
-    "status log diff show blame annotate ls-files ls-tree rev-parse rev-list describe shortlog "
-    "cat-file name-rev merge-base count-objects show-ref for-each-ref var whatchanged check-ignore "
-    "check-attr version help show-branch diff-tree diff-files diff-index cherry range-diff "
-    "verify-commit verify-tag fsck".split()
+    ["status", "log", "diff", "show", "blame", "annotate", "ls-files", "ls-tree", "rev-parse", "rev-list", "describe", "shortlog", "cat-file", "name-rev", "merge-base", "count-objects", "show-ref", "for-each-ref", "var", "whatchanged", "check-ignore", "check-attr", "version", "help", "show-branch", "diff-tree", "diff-files", "diff-index", "cherry", "range-diff", "verify-commit", "verify-tag", "fsck"]
 )
 _GIT_WRITE = frozenset(
-    "add commit checkout switch restore merge cherry-pick revert mv apply am init notes gc "
-    "rerere pack-refs repack prune-packed maintenance".split()
+    ["add", "commit", "checkout", "switch", "restore", "merge", "cherry-pick", "revert", "mv", "apply", "am", "init", "notes", "gc", "rerere", "pack-refs", "repack", "prune-packed", "maintenance"]
 )
 _GIT_DANGER = {
     "push": "publishes commits to a remote",

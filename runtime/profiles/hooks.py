@@ -40,25 +40,29 @@ _HOOKS: dict[tuple[str, str], HookHandler] = {}
 _SESSION_KEY = "profile_hooks"
 
 
+def _session_hooks(session: Session) -> dict[tuple[str, str], HookHandler]:
+    hooks: dict[tuple[str, str], HookHandler] = session.tool_state(_SESSION_KEY, dict)
+    return hooks
+
+
 def register_hook(profile: str, tool: str, handler: HookHandler, *, session: Session | None = None) -> None:
     """Serve ``tool`` of ``profile`` with ``handler`` (for one session when ``session`` is given)."""
     if session is None:
         _HOOKS[(profile, tool)] = handler
     else:
-        session.tool_state(_SESSION_KEY, dict)[(profile, tool)] = handler
+        _session_hooks(session)[(profile, tool)] = handler
 
 
 def unregister_hook(profile: str, tool: str, *, session: Session | None = None) -> None:
     if session is None:
         _HOOKS.pop((profile, tool), None)
     else:
-        session.tool_state(_SESSION_KEY, dict).pop((profile, tool), None)
+        _session_hooks(session).pop((profile, tool), None)
 
 
 def find_hook(session: Session, profile: str, tool: str) -> HookHandler | None:
     """The session's own hook first, then the process-wide one."""
-    own: dict[tuple[str, str], HookHandler] = session.tool_state(_SESSION_KEY, dict)
-    return own.get((profile, tool)) or _HOOKS.get((profile, tool))
+    return _session_hooks(session).get((profile, tool)) or _HOOKS.get((profile, tool))
 
 
 def not_served_message(profile: str, tool: str, what: str) -> str:

@@ -16,10 +16,7 @@ from runtime.tools.base import ToolError
 
 # Extensions rejected before any byte is read (seed 000's list).
 BINARY_EXTENSIONS = frozenset(
-    """.zip .tar .gz .tgz .bz2 .xz .7z .rar .exe .dll .so .dylib .a .lib .o .obj .class .jar .war
-    .pyc .pyo .wasm .bin .dat .db .sqlite .sqlite3 .png .jpg .jpeg .gif .bmp .ico .webp .tiff
-    .mp3 .mp4 .avi .mov .mkv .wav .flac .ogg .pdf .doc .docx .xls .xlsx .ppt .pptx .odt .ods
-    .odp""".split()
+    [".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".exe", ".dll", ".so", ".dylib", ".a", ".lib", ".o", ".obj", ".class", ".jar", ".war", ".pyc", ".pyo", ".wasm", ".bin", ".dat", ".db", ".sqlite", ".sqlite3", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tiff", ".mp3", ".mp4", ".avi", ".mov", ".mkv", ".wav", ".flac", ".ogg", ".pdf", ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp"]
 )
 BINARY_SNIFF_BYTES = 4096
 

@@ -6,11 +6,10 @@ without depending on which ``conftest`` module Python finds first.
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from daemon_client import Client, marked_pids, start_daemon, wait_for
 
 

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ class Client:
         self.stderr_path = stderr_path
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder()
-        self._replies: Dict[int, Tuple[Dict[str, Any], bytes]] = {}
+        self._replies: dict[int, tuple[dict[str, Any], bytes]] = {}
 
     def send(self, op: str, blob: bytes = b"", **args: Any) -> int:
         req_id = next(self._ids)
@@ -57,7 +58,7 @@ class Client:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
-    def recv(self, req_id: int, timeout: float = 30.0) -> Tuple[Dict[str, Any], bytes]:
+    def recv(self, req_id: int, timeout: float = 30.0) -> tuple[dict[str, Any], bytes]:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -75,13 +76,13 @@ class Client:
                 self._replies[header["id"]] = (header, blob)
         return self._replies.pop(req_id)
 
-    def result(self, req_id: int, timeout: float = 30.0) -> Tuple[Dict[str, Any], bytes]:
+    def result(self, req_id: int, timeout: float = 30.0) -> tuple[dict[str, Any], bytes]:
         header, blob = self.recv(req_id, timeout)
         if not header["ok"]:
             raise CallError(header["error"]["code"], header["error"]["message"])
         return header["result"], blob
 
-    def call(self, op: str, blob: bytes = b"", **args: Any) -> Tuple[Dict[str, Any], bytes]:
+    def call(self, op: str, blob: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes]:
         """One request, its result; ``args`` go to the op verbatim (``timeout`` too)."""
         return self.result(self.send(op, blob, **args))
 
@@ -91,7 +92,7 @@ class Client:
             self.call(op, blob, **args)
         return info.value
 
-    def run(self, command: str, blob: bytes = b"", **args: Any) -> Tuple[Dict[str, Any], bytes, bytes]:
+    def run(self, command: str, blob: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes, bytes]:
         """exec a shell command; returns (result, stdout, stderr)."""
         result, out = self.call("exec", blob, command=command, **args)
         return result, out[: result["stdout_len"]], out[result["stdout_len"] :]
@@ -113,7 +114,7 @@ class Client:
                 self.proc.stdout.close()
 
 
-def marked_pids(mark: str) -> List[int]:
+def marked_pids(mark: str) -> list[int]:
     """Live (non-zombie) processes whose environment carries ``mark``."""
     needle = ("%s=%s" % (MARK_VAR, mark)).encode()
     found = []
@@ -134,9 +135,9 @@ def marked_pids(mark: str) -> List[int]:
 
 def start_daemon(
     tmp_path: Path,
-    env: Optional[Dict[str, str]] = None,
-    preexec_fn: Optional[Callable[[], None]] = None,
-    python: Optional[str] = None,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    python: str | None = None,
 ) -> Client:
     workspace = Path((env or {}).get("CAISSON_WORKSPACE") or tmp_path / "ws")
     mark = uuid.uuid4().hex

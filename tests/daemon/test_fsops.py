@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from daemon_client import Client, start_daemon
 
 

@@ -4,14 +4,12 @@ import os
 import pwd
 import time
 from pathlib import Path
-from typing import List, Tuple
 
 import pytest
-
 from daemon_client import ROOT, Client, marked_pids, start_daemon, wait_for
 
 
-def cmdline_pids(daemon: Client, *needles: str) -> List[int]:
+def cmdline_pids(daemon: Client, *needles: str) -> list[int]:
     """Live processes of this daemon whose command line contains one of ``needles``."""
     found = []
     for pid in marked_pids(daemon.mark):
@@ -130,7 +128,7 @@ def test_exec_timeout_kills_forking_loop(daemon: Client) -> None:
 # ---------------------------------------------------------------- tasks
 
 
-def read_all(daemon: Client, task_id: str, wait: float = 2.0, max_bytes: int = 1 << 20) -> Tuple[bytes, bytes, dict]:
+def read_all(daemon: Client, task_id: str, wait: float = 2.0, max_bytes: int = 1 << 20) -> tuple[bytes, bytes, dict]:
     """task_read until the task finished and everything was read."""
     out, err = b"", b""
     offsets = {"stdout_offset": 0, "stderr_offset": 0}

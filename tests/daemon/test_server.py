@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from daemon_client import Client, marked_pids, start_daemon
+
 from sandbox.protocol import encode_frame
 
 

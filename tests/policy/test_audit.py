@@ -18,11 +18,11 @@ from runtime.policy import (
     AuditEvent,
     AuditLog,
     GrantStore,
-    canonical_json,
     Level,
     Policy,
     PolicyEngine,
     args_digest,
+    canonical_json,
     redact_preview,
     redact_text,
 )

@@ -145,12 +145,7 @@ def test_default_levels_follow_seed_004_and_side_effects() -> None:
     }
     for tool, level in seed_004.items():
         assert default_level(tool) is level, tool
-    canonical = (
-        "read_file write_file edit_file multi_edit undo_edit delete_file diff apply_patch ls glob grep bash "
-        "task_output task_input task_kill task_list run_code exec git_status git_log git_diff git_commit "
-        "git_branch git_checkout git_push todo_write markdown_plan update_plan_step list_plans read_plan "
-        "ask_user_questions ask_for_permissions tool_search list_skills calculate web_fetch web_search"
-    ).split()
+    canonical = ["read_file", "write_file", "edit_file", "multi_edit", "undo_edit", "delete_file", "diff", "apply_patch", "ls", "glob", "grep", "bash", "task_output", "task_input", "task_kill", "task_list", "run_code", "exec", "git_status", "git_log", "git_diff", "git_commit", "git_branch", "git_checkout", "git_push", "todo_write", "markdown_plan", "update_plan_step", "list_plans", "read_plan", "ask_user_questions", "ask_for_permissions", "tool_search", "list_skills", "calculate", "web_fetch", "web_search"]
     assert set(canonical) == set(DEFAULT_LEVELS)
     assert default_level("multi_edit") is Level.CAUTIOUS
     assert default_level("glob") is Level.SAFE

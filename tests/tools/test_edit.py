@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from toolcall import call
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import ToolError
 from runtime.tools.edit import commit, load_text
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ValidationError as exc:
-        return ToolResult.failure("invalid_arguments", str(exc))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
 
 
 async def put(session: Session, content: str | bytes) -> str:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import uuid
-from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from toolcall import call, fresh_dir
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY
 
 pytestmark = pytest.mark.anyio
 
@@ -19,21 +17,6 @@ PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ValidationError as exc:
-        return ToolResult.failure("invalid_arguments", str(exc))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
-
-
-def fresh_dir() -> str:
-    return f"/workspace/t-{uuid.uuid4().hex[:8]}"
 
 
 # ---- read_file -----------------------------------------------------------------------------

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pytest
+from toolcall import call, code
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY
 from runtime.tools.git import parse_branch_header, parse_log, parse_status
 
 pytestmark = pytest.mark.anyio
 _counter = itertools.count()
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
 
 
 async def sh(session: Session, command: str) -> str:
@@ -41,10 +32,6 @@ async def repo(shared_session: Session) -> str:
         "&& git commit -q -m 'initial commit'",
     )
     return path
-
-
-def code(r: ToolResult) -> str | None:
-    return r.error.code if r.error else None
 
 
 async def test_status_entries_and_clean(shared_session: Session, repo: str) -> None:

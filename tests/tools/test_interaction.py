@@ -8,27 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from toolcall import call, code
 
 from runtime import Runtime, Session
 from runtime.policy import ApprovalAnswer, ApprovalRequest, GrantLevel
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY
 from runtime.tools.discovery import configure_skills, parse_front_matter
 from runtime.tools.interaction import ALLOW_ONCE, ALLOW_SESSION, Answer, Question
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
-
-
-def code(r: ToolResult) -> str | None:
-    return r.error.code if r.error else None
 
 
 class Scripted:

@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import pytest
-from pydantic import ValidationError
+from toolcall import call, fresh_dir
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY
 
 pytestmark = pytest.mark.anyio
 
 ORIGINAL = "".join(f"line {i}\n" for i in range(1, 41))
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ValidationError as exc:
-        return ToolResult.failure("invalid_arguments", str(exc))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
-
-
-def fresh_dir() -> str:
-    return f"/workspace/p-{uuid.uuid4().hex[:8]}"
 
 
 async def test_diff_of_strings_with_labels(shared_session: Session) -> None:

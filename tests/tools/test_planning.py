@@ -6,9 +6,10 @@ from typing import Any
 
 import anyio
 import pytest
+from toolcall import call, code
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY
 from runtime.tools.planning import (
     Plan,
     PlanStore,
@@ -21,19 +22,6 @@ from runtime.tools.planning import (
 
 pytestmark = pytest.mark.anyio
 PLANS = "/workspace/.agent-air/plans"
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
-
-
-def code(r: ToolResult) -> str | None:
-    return r.error.code if r.error else None
 
 
 def todo(content: str, status: str) -> dict[str, str]:

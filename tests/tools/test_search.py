@@ -9,27 +9,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from toolcall import call
 
 from runtime import Runtime, Session
 from runtime.bench_tools import make_tree
 from runtime.images import resolve_base
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
 from runtime.tools.grep import GrepInput, run_search
 from runtime.tools.listing import GlobInput, find_files
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ValidationError as exc:
-        return ToolResult.failure("invalid_arguments", str(exc))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
 
 
 SMALL_TREE = {

@@ -7,22 +7,14 @@ import time
 from typing import Any
 
 import pytest
+from toolcall import call
 
 from runtime import Runtime, Session
 from runtime.bench_shell import bench_bash
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import REGISTRY, ToolResult
 from runtime.tools.shell import BashInput, render_output, take_report
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
 
 
 async def sh(session: Session, command: str, **args: Any) -> ToolResult:

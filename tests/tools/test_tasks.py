@@ -8,20 +8,12 @@ from typing import Any
 
 import anyio
 import pytest
+from toolcall import call
 
 from runtime import Runtime, RuntimeConfig, Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from runtime.tools.base import ToolResult
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
 
 
 async def start(session: Session, command: str, **args: Any) -> str:

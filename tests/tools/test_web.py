@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
+from toolcall import call, code
 
 from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
 from runtime.tools.web import (
     SearchResult,
     WebSettings,
@@ -99,19 +99,6 @@ def web(shared_session: Session) -> Session:
     """The shared session with the local test server explicitly allowed (and nothing else)."""
     configure_web(shared_session, **asdict(WebSettings(allow_http=True, allow_private_hosts=["127.0.0.1"])))
     return shared_session
-
-
-async def call(session: Session, name: str, **args: Any) -> ToolResult:
-    """Run a canonical tool's handler the way the dispatcher does (validation + ToolError)."""
-    t = REGISTRY[name]
-    try:
-        return await t.handler(session, t.input_model.model_validate(args))
-    except ToolError as exc:
-        return ToolResult.failure(exc.code, exc.message, exc.data)
-
-
-def code(r: ToolResult) -> str | None:
-    return r.error.code if r.error else None
 
 
 # ---- fetching ---------------------------------------------------------------------------------
