@@ -1,0 +1,100 @@
+"""The `caisson` command line as a user runs it (real engine, real sessions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import jsonschema
+import pytest
+
+
+def caisson(*args: str, state: Path, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *args],
+        input=stdin, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "CAISSON_STATE_DIR": str(state)},
+    )
+
+
+def test_replay_runs_a_trajectory_and_keeps_going_past_bad_lines(tmp_path: Path) -> None:
+    trajectory = tmp_path / "run.jsonl"
+    trajectory.write_text(
+        "\n".join(
+            [
+                json.dumps({"tool": "write_file", "args": {"path": "/workspace/a.py", "content": "print(6 * 7)\n"}}),
+                "this is not json",
+                json.dumps({"tool": "bash", "args": {"command": "python3 a.py"}}),
+                json.dumps({"tool": "edit_file", "args": {"path": "/workspace/a.py", "old_string": "7", "new_string": "8"}}),
+                json.dumps({"tool": "bash", "args": {"command": "python3 /workspace/a.py"}}),
+                json.dumps({"tool": "delete_file", "args": {"path": "/workspace/a.py"}}),
+            ]
+        )
+        + "\n"
+    )
+    proc = caisson("replay", str(trajectory), state=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == 6
+    # Running code and deleting are dangerous: with no approval handler they are denied.
+    assert [r["ok"] for r in results] == [True, False, False, True, False, False]
+    assert results[1]["error"]["code"] == "invalid_line" and "line 2" in results[1]["text"]
+    assert [r["decision"] for r in results] == ["warn", None, "denied", "warn", "denied", "denied"]
+
+    approved = caisson("replay", "--approve-all", "-", state=tmp_path, stdin=trajectory.read_text())
+    results = [json.loads(line) for line in approved.stdout.splitlines()]
+    assert [r["ok"] for r in results] == [True, False, True, True, True, True]
+    assert results[2]["text"].strip() == "42" and results[4]["text"].strip() == "48"
+
+    audit = caisson("audit", "--tool", "bash", "--limit", "10", state=tmp_path)
+    events = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert len(events) == 4 and {e["tool"] for e in events} == {"bash"}
+    denied = caisson("audit", "--decision", "denied", "--since", "1h", state=tmp_path)
+    assert [e["tool"] for e in map(json.loads, denied.stdout.splitlines())] == ["bash", "bash", "delete_file"]
+
+
+def test_replay_of_a_missing_file_is_one_clear_line(tmp_path: Path) -> None:
+    proc = caisson("replay", str(tmp_path / "nope.jsonl"), state=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("caisson: error: cannot read the trajectory file")
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "mcp", "json_schema"])
+def test_tools_export_is_valid_json_schema(tmp_path: Path, fmt: str) -> None:
+    proc = caisson("tools", "--profile", "amp", "--format", fmt, state=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    tools = json.loads(proc.stdout)
+    names = set()
+    for t in tools:
+        schema = {"openai": lambda: t["function"]["parameters"], "anthropic": lambda: t["input_schema"],
+                  "mcp": lambda: t["inputSchema"], "json_schema": lambda: t}[fmt]()
+        jsonschema.Draft202012Validator.check_schema(schema)
+        names.add(t["function"]["name"] if fmt == "openai" else t.get("name") or t.get("title"))
+    assert {"Read", "Bash", "edit_file", "create_file", "Grep", "glob"} <= names
+
+
+def test_prompt_and_unknown_profile(tmp_path: Path) -> None:
+    proc = caisson("prompt", "--profile", "aar", state=tmp_path)
+    assert proc.stdout.startswith("Available tools:\n- read_file:") and "\nGuidelines:\n" in proc.stdout
+    bad = caisson("prompt", "--profile", "nope", state=tmp_path)
+    assert bad.returncode == 1 and "unknown profile 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_image_ls_and_gc(tmp_path: Path) -> None:
+    images = json.loads(caisson("image", "ls", state=tmp_path).stdout)
+    assert any(i["current"] for i in images)
+    proc = caisson("gc", state=tmp_path)
+    assert proc.returncode == 0 and isinstance(json.loads(proc.stdout), list)
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    client = docker.from_env()
+    before = {c.id for c in client.containers.list(all=True)}
+    proc = caisson("demo", state=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from agent in /workspace" in proc.stdout and "exit code 3" in proc.stdout
+    assert "tick 3" in proc.stdout and "timed_out=True" in proc.stdout
+    assert {c.id for c in client.containers.list(all=True)} <= before  # nothing left behind
