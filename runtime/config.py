@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
@@ -73,5 +71,4 @@ class RuntimeConfig(BaseModel):
         default_factory=lambda: os.environ.get("CAISSON_STATE_DIR", os.path.expanduser("~/.caisson")),
         description="audit log and other host-side state",
     )
-    start_timeout: float = Field(30.0, gt=0)
-    runtime_kind: Literal["docker"] = "docker"
+    start_timeout: float = Field(30.0, gt=0, description="seconds for a new container's daemon to answer")
