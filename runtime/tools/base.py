@@ -1,5 +1,4 @@
-"""(TEMPORARY NOTE FOR ENGINEERS: the issue texts are in /tmp/issues/issue-3.txt (file tools) and issue-4.txt (shell tools); "{ISSUE3}" in your brief means /tmp/issues/issue-3.txt.)
-How a canonical tool is defined: input model, permission level, prompt snippet, handler.
+"""How a canonical tool is defined: input model, permission level, prompt snippet, handler.
 
 A tool is declared once with :func:`tool`; the registry is what profiles map onto and
 what ``Session.call`` dispatches through.
