@@ -73,6 +73,15 @@ def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     return run()
 
 
+def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.config import SessionConfig
+    from runtime.mcp_server import serve_stdio
+
+    # MCP clients stay open for hours: the session lives as long as the flags say.
+    config = SessionConfig(image=args.image, ttl=args.ttl, idle_timeout=args.idle_timeout or None)
+    return serve_stdio(profile=args.profile, policy_file=args.policy, approve_all=args.approve_all, config=config)
+
+
 def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from runtime.profiles import get_profile
     from runtime.profiles.export import export_tools
@@ -129,6 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--profile", default="caisson")
     replay.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
     replay.set_defaults(fn=cmd_replay)
+
+    mcp = sub.add_parser("mcp", help="serve one session's tools to an MCP client over stdio")
+    mcp.add_argument("--profile", default="caisson")
+    mcp.add_argument("--policy", help="policy file (.toml or .json); default: CAISSON_POLICY or the default policy")
+    mcp.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
+    mcp.add_argument("--image", help="image to run; default: the built caisson image")
+    mcp.add_argument("--ttl", type=float, default=8 * 3600, help="seconds the sandbox may live (default 8 h)")
+    mcp.add_argument(
+        "--idle-timeout", type=float, default=3600, help="seconds without a call before the sandbox stops; 0 = never"
+    )
+    mcp.set_defaults(fn=cmd_mcp)
 
     tools = sub.add_parser("tools", help="export a profile's tool definitions")
     tools.add_argument("--profile", default="caisson")
