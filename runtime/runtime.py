@@ -107,11 +107,10 @@ class Runtime:
         """Start a session; the caller must ``await session.close()`` (or use ``session()``).
 
         ``overrides`` are SessionConfig fields (``profile="amp"``, ``image=...``, ...)."""
-        cfg = (config or SessionConfig()).model_copy(update=overrides)
-        cfg = SessionConfig.model_validate(cfg.model_dump())
+        cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
         session_id = new_session_id()
         self._starting.add(session_id)
-        created = None
+        created = stream = None
         try:
             created = await anyio.to_thread.run_sync(
                 docker_backend.create_container, self.client, session_id, self.config.owner, cfg
@@ -123,8 +122,10 @@ class Runtime:
                 session_id, created.id, cfg, channel, policy, approval_handler, interaction_handler
             )
         except BaseException:
-            if created is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if stream is not None:
+                    await stream.aclose()
+                if created is not None:
                     await anyio.to_thread.run_sync(docker_backend.remove_container, self.client, created.id)
             raise
         finally:
