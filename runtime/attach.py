@@ -91,24 +91,40 @@ async def _connect(docker_host: str) -> anyio.abc.ByteStream:
     )
 
 
-async def open_attach(docker_host: str, api_version: str, container_id: str) -> AttachStream:
+async def open_attach(docker_host: str, api_version: str, container_id: str, *, timeout: float) -> AttachStream:
+    """Attach to a container's stdin/stdout; an engine that does not answer within
+    ``timeout`` seconds is an error, never a hang."""
+    try:
+        with anyio.fail_after(timeout):
+            return await _open(docker_host, api_version, container_id)
+    except TimeoutError:
+        raise DockerUnavailable(
+            f"Docker at {docker_host} did not answer an attach request within {timeout:g} s"
+        ) from None
+
+
+async def _open(docker_host: str, api_version: str, container_id: str) -> AttachStream:
     stream = await _connect(docker_host)
-    request = (
-        f"POST /v{api_version}/containers/{container_id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
-        "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n"
-    ).encode()
-    await stream.send(request)
-    head = bytearray()
-    while b"\r\n\r\n" not in head:
-        if len(head) > _MAX_HTTP_HEADER:
-            raise DockerUnavailable("Docker answered the attach request with an oversized header")
-        try:
-            head += await stream.receive(4096)
-        except anyio.EndOfStream:
-            raise DockerUnavailable("Docker closed the attach connection before answering") from None
-    header, _, rest = bytes(head).partition(b"\r\n\r\n")
-    status = header.split(b"\r\n", 1)[0].decode("latin-1")
-    if " 101 " not in status and " 200 " not in status:
-        await stream.aclose()
-        raise DockerUnavailable(f"Docker refused to attach to container {container_id[:12]}: {status}")
-    return AttachStream(stream, rest)
+    try:
+        request = (
+            f"POST /v{api_version}/containers/{container_id}/attach?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+            "Host: docker\r\nUpgrade: tcp\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n"
+        ).encode()
+        await stream.send(request)
+        head = bytearray()
+        while b"\r\n\r\n" not in head:
+            if len(head) > _MAX_HTTP_HEADER:
+                raise DockerUnavailable("Docker answered the attach request with an oversized header")
+            try:
+                head += await stream.receive(4096)
+            except anyio.EndOfStream:
+                raise DockerUnavailable("Docker closed the attach connection before answering") from None
+        header, _, rest = bytes(head).partition(b"\r\n\r\n")
+        status = header.split(b"\r\n", 1)[0].decode("latin-1")
+        if " 101 " not in status and " 200 " not in status:
+            raise DockerUnavailable(f"Docker refused to attach to container {container_id[:12]}: {status}")
+        return AttachStream(stream, rest)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        raise

@@ -115,7 +115,9 @@ class Runtime:
             created = await anyio.to_thread.run_sync(
                 docker_backend.create_container, self.client, session_id, self.config.owner, cfg
             )
-            stream = await open_attach(self.docker_host, self.client.api.api_version, created.id)
+            stream = await open_attach(
+                self.docker_host, self.client.api.api_version, created.id, timeout=self.config.start_timeout
+            )
             channel = Channel(stream, max_frame=cfg.max_frame, name=session_id)
             await anyio.to_thread.run_sync(docker_backend.start_container, self.client, created.id)
             return await self._attach_session(
@@ -151,7 +153,9 @@ class Runtime:
             profile=labels.get(docker_backend.LABEL_PROFILE, "caisson"),
             tenant=labels.get(docker_backend.LABEL_TENANT, "default"),
         )
-        stream = await open_attach(self.docker_host, self.client.api.api_version, str(row["Id"]))
+        stream = await open_attach(
+            self.docker_host, self.client.api.api_version, str(row["Id"]), timeout=self.config.start_timeout
+        )
         channel = Channel(stream, max_frame=cfg.max_frame, name=session_id)
         return await self._attach_session(
             session_id, str(row["Id"]), cfg, channel, policy, approval_handler, interaction_handler

@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import anyio
+import anyio.abc
 import pytest
 
 from runtime import CallTimeout, DaemonProtocolError, DockerUnavailable, Runtime, RuntimeConfig, Session
+from runtime.attach import open_attach
 
 pytestmark = pytest.mark.anyio
 
@@ -47,3 +52,20 @@ async def test_reply_larger_than_the_limit_is_refused(rt: Runtime) -> None:
         with pytest.raises(DaemonProtocolError) as err:
             await s.read_file("/workspace/big.bin")
         assert "exceeds the limit" in str(err.value)
+
+
+async def test_engine_that_never_answers_an_attach_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    # A dead engine: accepts the connection, then says nothing. (A real one cannot be made to.)
+    listener = await anyio.create_unix_listener(str(tmp_path / "mute.sock"))
+
+    async def mute(stream: anyio.abc.SocketStream) -> None:
+        await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, mute)
+        started = time.monotonic()
+        with pytest.raises(DockerUnavailable) as err:
+            await open_attach(f"unix://{tmp_path}/mute.sock", "1.41", "abc", timeout=0.5)
+        assert time.monotonic() - started < 3
+        assert "did not answer an attach request within 0.5 s" in str(err.value)
+        tg.cancel_scope.cancel()
