@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+
 from pydantic import BaseModel, ConfigDict, Field
 
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
