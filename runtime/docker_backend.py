@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import docker
 import docker.errors
 import docker.types
+import requests
 import structlog
 
 from runtime.config import DAEMON_CAPABILITIES, SessionConfig
@@ -46,6 +49,17 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
         ) from None
 
 
+@contextmanager
+def engine_errors(what: str) -> Iterator[None]:
+    """The engine gone or wedged past the client's timeout, as an error that says so."""
+    try:
+        yield
+    except docker.errors.APIError:
+        raise  # the engine answered: callers turn these into their own errors
+    except (requests.exceptions.RequestException, OSError) as exc:
+        raise DockerUnavailable(f"Docker stopped answering while {what}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class CreatedContainer:
     id: str
@@ -65,11 +79,18 @@ def _parse_bytes(size: str) -> int:
 def create_container(
     client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
 ) -> CreatedContainer:
+    with engine_errors("creating a sandbox container"):
+        return _create_container(client, session_id, owner, config)
+
+
+def _create_container(
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
+) -> CreatedContainer:
     image = config.image or image_tag()
     injected = not image_carries_daemon(client, image)
     if config.image is None and injected:
         raise ImageError(f"the default image {image} is missing: build it with `caisson image build`")
-    now = time.time()
+    expires = f"{time.time() + config.ttl:.0f}"
     memory = _parse_bytes(config.limits.memory)
     env = {
         "PYTHONPATH": DAEMON_PARENT,
@@ -78,7 +99,7 @@ def create_container(
         "CAISSON_WORKSPACE": config.workdir,
         # The daemon enforces the TTL itself, so a container outlives no one's deadline
         # even when every controller and reaper is gone.
-        "CAISSON_EXPIRES": f"{now + config.ttl:.0f}",
+        "CAISSON_EXPIRES": expires,
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **config.env,
     }
@@ -101,7 +122,7 @@ def create_container(
                 LABEL_SESSION: session_id,
                 LABEL_OWNER: owner,
                 LABEL_TENANT: config.tenant,
-                LABEL_EXPIRES: f"{now + config.ttl:.0f}",
+                LABEL_EXPIRES: expires,
                 LABEL_PROFILE: config.profile,
             },
             host_config=client.api.create_host_config(
@@ -141,14 +162,16 @@ def create_container(
 
 def start_container(client: docker.DockerClient, container_id: str) -> None:
     try:
-        client.api.start(container_id)
+        with engine_errors("starting a sandbox container"):
+            client.api.start(container_id)
     except docker.errors.APIError as exc:
         raise SessionError(f"Docker could not start the sandbox container: {exc.explanation or exc}") from None
 
 
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
     try:
-        client.api.remove_container(container_id, force=True)
+        with engine_errors("removing a sandbox container"):
+            client.api.remove_container(container_id, force=True)
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as exc:
@@ -158,9 +181,11 @@ def remove_container(client: docker.DockerClient, container_id: str) -> None:
 
 
 def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:
-    rows = client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"})
+    with engine_errors("listing sandbox containers"):
+        rows = client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"})
     return rows[0] if rows else None
 
 
 def list_session_containers(client: docker.DockerClient) -> list[dict[str, Any]]:
-    return client.api.containers(all=True, filters={"label": LABEL_SESSION})
+    with engine_errors("listing sandbox containers"):
+        return client.api.containers(all=True, filters={"label": LABEL_SESSION})
