@@ -11,7 +11,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from runtime.errors import CaissonError, OpError
@@ -33,7 +32,6 @@ from runtime.tools.base import ToolError, ToolResult, current_call_id
 if TYPE_CHECKING:
     from runtime.session import Session
 
-log = structlog.get_logger("caisson.dispatch")
 
 
 def validation_message(tool: str, exc: ValidationError) -> str:

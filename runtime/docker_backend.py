@@ -17,13 +17,10 @@ import docker
 import docker.errors
 import docker.types
 import requests
-import structlog
 
 from runtime.config import DAEMON_CAPABILITIES, SessionConfig
 from runtime.errors import DockerUnavailable, ImageError, SessionError
 from runtime.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
-
-log = structlog.get_logger("caisson.docker")
 
 LABEL_SESSION = "caisson.session"
 LABEL_OWNER = "caisson.owner"

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from runtime.channel import Channel
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from runtime.policy import GrantStore
     from runtime.tools.base import ToolResult
 
-log = structlog.get_logger("caisson.session")
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
