@@ -37,6 +37,8 @@ def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
         if args.image_cmd == "build":
             tag = await anyio.to_thread.run_sync(lambda: images.build_image(client, force=args.force))
             _out(tag)
+        elif args.image_cmd == "prune":
+            _json(await anyio.to_thread.run_sync(images.prune_images, client))
         else:
             _json(images.list_images(client))
 
@@ -124,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     build = image_sub.add_parser("build", help="build the default image if its tag is missing (offline-capable)")
     build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     image_sub.add_parser("ls", help="list caisson images")
+    image_sub.add_parser("prune", help="remove caisson images other than the current one that no container uses")
     image.set_defaults(fn=cmd_image)
 
     sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed").set_defaults(fn=cmd_gc)

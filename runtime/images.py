@@ -156,6 +156,22 @@ def list_images(client: docker.DockerClient) -> list[dict[str, object]]:
     return rows
 
 
+def prune_images(client: docker.DockerClient) -> list[str]:
+    """Remove caisson images other than the current tag that no container uses; the tags removed."""
+    current = image_tag()
+    in_use = {c.image.id for c in client.containers.list(all=True) if c.image is not None}
+    removed = []
+    for image in client.images.list(name=IMAGE_REPO):
+        stale = [t for t in image.tags if t != current]
+        if image.id in in_use or not stale or current in image.tags:
+            continue
+        for ref in stale:
+            client.images.remove(ref)
+            removed.append(ref)
+    log.info("pruned sandbox images", removed=len(removed))
+    return removed
+
+
 def image_carries_daemon(client: docker.DockerClient, ref: str) -> bool:
     try:
         labels = client.images.get(ref).labels or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -83,9 +84,21 @@ def test_prompt_and_unknown_profile(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "unknown profile 'nope'" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_image_ls_and_gc(tmp_path: Path) -> None:
-    images = json.loads(caisson("image", "ls", state=tmp_path).stdout)
-    assert any(i["current"] for i in images)
+def test_image_ls_prune_and_gc(tmp_path: Path) -> None:
+    client = docker.from_env()
+    current = next(i["tag"] for i in json.loads(caisson("image", "ls", state=tmp_path).stdout) if i["current"])
+    client.images.get(current).tag("caisson/sandbox", "stale-test")  # an older build, as after an upgrade
+    assert "caisson/sandbox:stale-test" in {i["tag"] for i in json.loads(caisson("image", "ls", state=tmp_path).stdout)}
+    # It shares the current image's id, so it is not removed; a distinct old image is.
+    old = client.images.build(
+        fileobj=io.BytesIO(f"FROM {current}\nLABEL caisson.test=old\n".encode()),
+        tag="caisson/sandbox:old-test", rm=True, network_mode="none",
+    )[0]
+    pruned = json.loads(caisson("image", "prune", state=tmp_path).stdout)
+    assert "caisson/sandbox:old-test" in pruned and current not in pruned
+    assert old.id not in {i.id for i in client.images.list(name="caisson/sandbox")}
+    assert client.images.get(current)
+    client.images.remove("caisson/sandbox:stale-test")
     proc = caisson("gc", state=tmp_path)
     assert proc.returncode == 0 and isinstance(json.loads(proc.stdout), list)
 
