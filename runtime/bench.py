@@ -60,8 +60,34 @@ async def bench_audit(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
     return result
 
 
+async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
+    """An eval harness's burst: ``sessions`` opened at once, one bash call each, all closed."""
+    failures: list[str] = []
+
+    async def episode(i: int) -> None:
+        try:
+            async with rt.session() as s:
+                result = await s.call("bash", {"command": f"echo {i}"})
+                if result.text.strip() != str(i):
+                    failures.append(result.text[:200])
+        except Exception as exc:  # counted, reported; one bad episode must not hide the others
+            failures.append(repr(exc)[:200])
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(sessions):
+            tg.start_soon(episode, i)
+    seconds = time.perf_counter() - started
+    return {
+        "sessions": sessions,
+        "seconds": round(seconds, 2),
+        "sessions_per_second": round(sessions / seconds, 2),
+        "failures": failures,
+    }
+
+
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit"])
+    groups = set(only or ["spine", "tools", "bash", "audit", "parallel"])
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "grep_vs_rg_ratio": 1.5, "bash_true_p50_ms": 10,
@@ -75,4 +101,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
             report["bash"] = await bench_bash(s, iterations)
         if "audit" in groups:
             report["audit"] = await bench_audit(rt, s, iterations)
+        if "parallel" in groups:
+            report["parallel"] = await bench_parallel(rt, sessions=50)
     return report
