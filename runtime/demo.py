@@ -43,6 +43,16 @@ async def run_demo(out: Callable[[str], None]) -> None:
                     out(f"  task exited with code {chunk.exit_code}")
                     break
 
+            out("\ntool calls cross the permission boundary first (validation, policy, audit):")
+            edit = await s.call(
+                "edit_file",
+                {"path": "/workspace/notes/hello.txt", "old_string": "atomically", "new_string": "atomically, with CAS"},
+            )
+            out(f"  edit_file -> ok={edit.ok} level={edit.level} decision={edit.decision}")
+            out(_indent((edit.data or {}).get("diff", "")).rstrip())
+            denied = await s.call("bash", {"command": "rm -rf / --no-preserve-root"})
+            out(f"  bash 'rm -rf /' -> ok={denied.ok} decision={denied.decision}: {denied.text}")
+
             out("\na command that overruns its timeout is killed with its whole process tree:")
             r = await s.exec("echo started; sleep 30", timeout=1)
             out(f"  timed_out={r.timed_out}  partial stdout={r.stdout!r}  after {r.duration:.2f} s")

@@ -110,4 +110,5 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "hello from agent in /workspace" in proc.stdout and "exit code 3" in proc.stdout
     assert "tick 3" in proc.stdout and "timed_out=True" in proc.stdout
+    assert "+caisson writes atomically, with CAS" in proc.stdout and "decision=denied" in proc.stdout
     assert {c.id for c in client.containers.list(all=True)} <= before  # nothing left behind
