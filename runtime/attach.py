@@ -20,7 +20,7 @@ from runtime.errors import DockerUnavailable
 log = structlog.get_logger("caisson.attach")
 
 _MUX = struct.Struct(">BxxxI")
-STDOUT, STDERR = 1, 2
+STDOUT = 1  # Docker's stream type; 2 (stderr) is the only other one the daemon writes
 _MAX_HTTP_HEADER = 16 * 1024
 STDERR_TAIL = 8 * 1024
 

@@ -30,9 +30,9 @@ def parse_since(text: str) -> datetime:
 
 def show_audit(args: argparse.Namespace) -> Iterator[str]:
     state = Path(RuntimeConfig().state_dir)
-    if not (state / "audit.sqlite").exists():
+    if not (state / "audit.jsonl").exists():
         raise CaissonError(f"no audit log at {state}: no session has made a tool call yet (CAISSON_STATE_DIR sets where)")
-    log = AuditLog(state / "audit.jsonl", state / "audit.sqlite")
+    log = AuditLog.in_directory(state)
     try:
         events = log.query(
             session=args.session,

@@ -54,7 +54,7 @@ class Runtime:
         if self._audit is None:
             from runtime.policy import AuditLog
 
-            self._audit = AuditLog(self._state / "audit.jsonl", self._state / "audit.sqlite")
+            self._audit = AuditLog.in_directory(self._state)
         return self._audit
 
     @property

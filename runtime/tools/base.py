@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,7 +70,6 @@ class ToolInput(BaseModel):
 # the embedding program something and must name the call the audit log knows.
 current_call_id: ContextVar[str] = ContextVar("caisson_call_id", default="")
 
-In = TypeVar("In", bound=BaseModel)
 Handler = Callable[["Session", Any], Awaitable[ToolResult]]
 
 
@@ -87,9 +86,6 @@ class Tool:
     paths: Callable[[Any], list[str]] = field(default=lambda args: [])
     command: Callable[[Any], str | None] = field(default=lambda args: None)
     description: str = ""
-
-    def json_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
 
 
 REGISTRY: dict[str, Tool] = {}
