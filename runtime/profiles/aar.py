@@ -21,7 +21,7 @@ from pydantic import Field, PrivateAttr, ValidationError
 
 from runtime.errors import DaemonProtocolError
 from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool
+from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
 from runtime.tools.grep import GrepReply
 from runtime.tools.textutil import glob_regex, op_errors
@@ -42,9 +42,6 @@ MAX_OUTPUT_CHARS = 50_000
 UNLIMITED = 1_000_000_000
 GREP_TIMEOUT = 120.0
 
-
-def _canonical(name: str, **args: Any) -> Any:
-    return REGISTRY[name].input_model.model_validate(args)
 
 
 def _text(result: ToolResult, text: str) -> ToolResult:
@@ -82,7 +79,7 @@ class ReadFileArgs(ToolInput):
 def _read(args: ReadFileArgs, session: Session) -> Any:
     if args.end_line and args.start_line > args.end_line:
         raise ToolError("invalid_range", f"start_line ({args.start_line}) is after end_line ({args.end_line})")
-    return _canonical(
+    return canonical_args(
         "read_file", path=args.path, start_line=args.start_line or 1, end_line=args.end_line or None, limit=UNLIMITED,
         line_numbers=False, max_line_chars=UNLIMITED, max_output_bytes=MAX_OUTPUT_CHARS, encoding="text",
         images=False, directory="error",
@@ -133,7 +130,7 @@ class EditFileArgs(ToolInput):
 
 def _edit(args: EditFileArgs, session: Session) -> Any:
     args._path = session.resolve(args.path)
-    return _canonical(
+    return canonical_args(
         "edit_file", path=args._path, old_string=args.old_string, new_string=args.new_string,
         whitespace_match=False, fuzzy_match=False, on_multiple="error",
     )
@@ -159,7 +156,7 @@ class ListDirectoryArgs(ToolInput):
 
 def _list(args: ListDirectoryArgs, session: Session) -> Any:
     args._path = session.resolve(args.path)
-    return _canonical("ls", path=args._path, include_hidden=True, limit=UNLIMITED)
+    return canonical_args("ls", path=args._path, include_hidden=True, limit=UNLIMITED)
 
 
 def _present_list(result: ToolResult, args: ListDirectoryArgs) -> ToolResult:
@@ -283,7 +280,7 @@ class FindFilesArgs(ToolInput):
 def _find(args: FindFilesArgs, session: Session) -> Any:
     args._root = session.cwd
     pattern = args.glob_pattern
-    return _canonical(
+    return canonical_args(
         "glob", pattern=pattern if pattern.startswith("**/") else "**/" + pattern, path=args._root,
         limit=UNLIMITED, include_hidden=True, respect_gitignore=False, sort_by="path",
     )
@@ -324,7 +321,7 @@ def build() -> Profile:
     add("write_file", "write_file", WriteFileArgs, Level.CAUTIOUS,
         "Create or overwrite a file",
         "Write content to a file, creating parent directories as needed.",
-        to_canonical=lambda a, s: _canonical("write_file", path=a.path, content=a.content),
+        to_canonical=lambda a, s: canonical_args("write_file", path=a.path, content=a.content),
         present=_present_write)
     add("edit_file", "edit_file", EditFileArgs, Level.CAUTIOUS,
         "Replace an exact unique string in a file",
@@ -337,7 +334,7 @@ def build() -> Profile:
     add("bash", "bash", BashArgs, Level.DANGEROUS,
         "Execute a shell command (returns stdout, stderr, exit code)",
         "Execute a shell command and return stdout + stderr. Routed through the sandbox.",
-        to_canonical=lambda a, s: _canonical("bash", command=a.command, timeout=a.timeout),
+        to_canonical=lambda a, s: canonical_args("bash", command=a.command, timeout=a.timeout),
         present=_present_bash)
     add("grep", GREP, GrepArgs, Level.SAFE,
         "Search file contents with regex",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool
+from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
 
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 
 NAME = "agent-air"
 
-
-def _canonical(name: str, **args: Any) -> Any:
-    return REGISTRY[name].input_model.model_validate(args)
 
 
 def absolute(path: str, field: str) -> str:
@@ -50,7 +47,7 @@ class ReadFileArgs(ToolInput):
 def _read(args: ReadFileArgs, session: Session) -> Any:
     path = absolute(args.file_path, "file_path")
     # Images are binary formats here: seed 000 lists .png and .jpg among the rejected ones.
-    return _canonical(
+    return canonical_args(
         "read_file", path=path, offset=args.offset, limit=args.limit, encoding="text", images=False,
         directory="error",
     )
@@ -85,7 +82,7 @@ class EditFileArgs(ToolInput):
 
 
 def _edit(args: EditFileArgs, session: Session) -> Any:
-    return _canonical(
+    return canonical_args(
         "edit_file", path=absolute(args.file_path, "file_path"), old_string=args.old_string,
         new_string=args.new_string, replace_all=args.replace_all, fuzzy_match=args.fuzzy_match,
         fuzzy_threshold=args.fuzzy_threshold,
@@ -110,7 +107,7 @@ class MultiEditArgs(ToolInput):
 
 
 def _multi_edit(args: MultiEditArgs, session: Session) -> Any:
-    return _canonical(
+    return canonical_args(
         "multi_edit", path=absolute(args.file_path, "file_path"),
         edits=[e.model_dump() for e in args.edits], dry_run=args.dry_run,
         whitespace_match=any(e.fuzzy_match for e in args.edits), on_multiple="first",
@@ -157,7 +154,7 @@ class GrepArgs(ToolInput):
 
 
 def _grep(args: GrepArgs, session: Session) -> Any:
-    return _canonical(
+    return canonical_args(
         "grep", pattern=args.pattern, path=args.path, glob=args.glob, type=args.type,
         output_mode=args.output_mode, ignore_case=args.case_insensitive,
         context_after=args.after or 0, context_before=args.before or 0, context=args.context,
@@ -180,7 +177,7 @@ class BashArgs(ToolInput):
 
 
 def _bash(args: BashArgs, session: Session) -> Any:
-    return _canonical(
+    return canonical_args(
         "bash", command=args.command, timeout=args.timeout / 1000,
         working_dir=absolute(args.working_dir, "working_dir") if args.working_dir is not None else None,
         run_in_background=args.run_in_background,
@@ -233,7 +230,7 @@ def build() -> Profile:
     add("read_file", "read_file", ReadFileArgs, to_canonical=_read, present=_present_read,
         snippet="Read a file with 1-based line numbers (offset/limit pagination; binary files are refused)")
     add("write_file", "write_file", WriteFileArgs,
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "write_file", path=absolute(a.file_path, "file_path"), content=a.content,
             create_directories=a.create_directories,
         ),
@@ -243,13 +240,13 @@ def build() -> Profile:
     add("multi_edit", "multi_edit", MultiEditArgs, to_canonical=_multi_edit,
         snippet="Apply up to 50 find-and-replace edits to one file atomically (all or none; dry run available)")
     add("ls", "ls", LsArgs,
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "ls", path=absolute(a.path, "path"), long_format=a.long_format, include_hidden=a.include_hidden,
             pattern=a.pattern, sort_by=a.sort_by, reverse=a.reverse, directories_first=a.directories_first,
         ),
         snippet="List a directory (long format, hidden files, glob filter, sorting)")
     add("glob", "glob", GlobArgs,
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "glob", pattern=a.pattern, path=a.path, limit=a.limit, include_hidden=a.include_hidden,
         ),
         snippet="Find files by glob pattern; newest first")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, PrivateAttr
 
 from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool
+from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
 from runtime.tools.textutil import glob_regex, op_errors
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 NAME = "agentloop"
 SAFE, CAUTIOUS, DANGEROUS = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 
-
-def _canonical(name: str, **args: Any) -> Any:
-    return REGISTRY[name].input_model.model_validate(args)
 
 
 def workspace_path(session: Session, path: str) -> str:
@@ -124,8 +121,8 @@ def _code_search(args: CodeSearchArgs, session: Session) -> Any:
     if args.mode == "glob":
         # A file-name glob as ripgrep's --glob reads it: without a slash it matches at any depth.
         pattern = args.pattern if "/" in args.pattern else "**/" + args.pattern
-        return _canonical("glob", pattern=pattern, path=root, limit=args.maxResults, sort_by="path")
-    return _canonical(
+        return canonical_args("glob", pattern=pattern, path=root, limit=args.maxResults, sort_by="path")
+    return canonical_args(
         "grep", pattern=args.pattern, path=root, literal=args.mode == "literal", output_mode="content",
         context=args.contextLines, glob=args.fileGlob, limit=args.maxResults,
     )
@@ -196,7 +193,7 @@ def _code_run(args: CodeRunArgs, session: Session) -> Any:
     }
     if args.timeout is not None:
         canonical["timeout"] = args.timeout / 1000
-    model = _canonical("run_code", **canonical)
+    model = canonical_args("run_code", **canonical)
     args._timeout_ms = model.timeout * 1000
     return model
 
@@ -212,7 +209,7 @@ def _shell(args: ShellArgs, session: Session) -> Any:
     canonical: dict[str, Any] = {"command": args.command, "cwd": args.cwd, "env": args.env}
     if args.timeout is not None:
         canonical["timeout"] = args.timeout / 1000
-    model = _canonical("exec", **canonical)
+    model = canonical_args("exec", **canonical)
     args._timeout_ms = model.timeout * 1000
     return model
 
@@ -295,7 +292,7 @@ def _file_write(args: FileWriteArgs, session: Session) -> Any:
             base64.b64decode(args.content, validate=True)
         except binascii.Error as exc:
             raise ToolError("invalid_arguments", f"content is not valid base64: {exc}") from None
-    return _canonical(
+    return canonical_args(
         "write_file", path=workspace_path(session, args.path), content=args.content, encoding=args.encoding,
         create_directories=True, max_bytes=MAX_FILE_SIZE_BYTES,
     )
@@ -322,7 +319,7 @@ def _file_edit(args: FileEditArgs, session: Session) -> Any:
         if not args.search:
             raise ToolError("invalid_arguments", "Search string must not be empty")
         # The first occurrence, found verbatim.
-        return _canonical(
+        return canonical_args(
             "edit_file", path=path, old_string=args.search, new_string=args.replace, whitespace_match=False,
             on_multiple="first",
         )
@@ -331,7 +328,7 @@ def _file_edit(args: FileEditArgs, session: Session) -> Any:
             raise ToolError(
                 "invalid_range", f"Line range {args.startLine}–{args.endLine} is out of bounds (end before start)"
             )
-        return _canonical(
+        return canonical_args(
             "edit_file", path=path, start_line=args.startLine, end_line=args.endLine, new_string=args.newContent
         )
     raise ToolError("invalid_arguments", "Provide either (search + replace) or (startLine + endLine + newContent)")
@@ -361,12 +358,12 @@ class DiffArgs(ToolInput):
 
 def _diff(args: DiffArgs, session: Session) -> Any:
     if args.mode == "files":
-        return _canonical(
+        return canonical_args(
             "diff", mode="files", original=workspace_path(session, args.original),
             modified=workspace_path(session, args.modified),
             original_label=args.originalLabel or args.original, modified_label=args.modifiedLabel or args.modified,
         )
-    return _canonical(
+    return canonical_args(
         "diff", original=args.original, modified=args.modified, original_label=args.originalLabel or "original",
         modified_label=args.modifiedLabel or "modified",
     )
@@ -464,7 +461,7 @@ class GitBranchArgs(GitArgs):
 def _git_branch(args: GitBranchArgs, session: Session) -> Any:
     if args.action != "list" and not args.branch:
         raise ToolError("invalid_arguments", f"'branch' is required for action '{args.action}'")
-    return _canonical(
+    return canonical_args(
         "git_branch",
         cwd=_repo(session, args),
         action=args.action,
@@ -580,10 +577,10 @@ def build() -> Profile:
 
     add("calculate", "calculate", CalculateArgs, SAFE,
         "Evaluate a mathematical expression safely (no eval)",
-        to_canonical=lambda a, s: _canonical("calculate", expression=a.expression), present=_present_calculate)
+        to_canonical=lambda a, s: canonical_args("calculate", expression=a.expression), present=_present_calculate)
     add("search", "web_search", SearchArgs, SAFE,
         "Search the web; returns a JSON array of results with title, link and snippet",
-        to_canonical=lambda a, s: _canonical("web_search", query=a.query), present=_present_search)
+        to_canonical=lambda a, s: canonical_args("web_search", query=a.query), present=_present_search)
     add("code-search", union_tool("code-search", ("grep", "glob"), SAFE, "Search the workspace"), CodeSearchArgs,
         SAFE, "Search the workspace for a literal string, a regular expression, or a file-name glob",
         to_canonical=_code_search, present=_present_code_search)
@@ -600,7 +597,7 @@ def build() -> Profile:
     add("file-read", "read_file", FileReadArgs, SAFE,
         "Read a workspace file; binary files come back base64-encoded",
         guidelines=("File paths are relative to the workspace root and cannot leave it.",),
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "read_file", path=workspace_path(s, a.path), encoding="base64", images=False, directory="error",
             max_file_bytes=MAX_FILE_SIZE_BYTES,
         ),
@@ -613,40 +610,40 @@ def build() -> Profile:
         to_canonical=_file_edit, present=_present_file_edit)
     add("file-delete", "delete_file", FileDeleteArgs, DANGEROUS,
         "Delete a workspace file (irreversible)",
-        to_canonical=lambda a, s: _canonical("delete_file", path=workspace_path(s, a.path)),
+        to_canonical=lambda a, s: canonical_args("delete_file", path=workspace_path(s, a.path)),
         present=_present_success_path)
     add("diff", "diff", DiffArgs, SAFE,
         "Unified diff between two strings or two workspace files",
         to_canonical=_diff, present=_present_diff)
     add("patch", "apply_patch", PatchArgs, CAUTIOUS,
         "Apply a unified diff patch to a workspace file",
-        to_canonical=lambda a, s: _canonical("apply_patch", path=workspace_path(s, a.path), patch=a.patch),
+        to_canonical=lambda a, s: canonical_args("apply_patch", path=workspace_path(s, a.path), patch=a.patch),
         present=_present_patch)
     add("git-status", "git_status", GitStatusArgs, SAFE,
         "Working-tree status of a Git repository (git status --porcelain)",
-        to_canonical=lambda a, s: _canonical("git_status", cwd=_repo(s, a)), present=_present_git_status)
+        to_canonical=lambda a, s: canonical_args("git_status", cwd=_repo(s, a)), present=_present_git_status)
     add("git-log", "git_log", GitLogArgs, SAFE,
         "Recent commit history (git log)",
-        to_canonical=lambda a, s: _canonical("git_log", cwd=_repo(s, a), max_count=a.maxCount),
+        to_canonical=lambda a, s: canonical_args("git_log", cwd=_repo(s, a), max_count=a.maxCount),
         present=_present_git_log)
     add("git-diff", "git_diff", GitDiffArgs, SAFE,
         "The diff of a repository (git diff [--cached] [-- <path>])",
-        to_canonical=lambda a, s: _canonical("git_diff", cwd=_repo(s, a), path=a.path, staged=a.staged),
+        to_canonical=lambda a, s: canonical_args("git_diff", cwd=_repo(s, a), path=a.path, staged=a.staged),
         present=_present_git_diff)
     add("git-commit", "git_commit", GitCommitArgs, CAUTIOUS,
         "Stage files (default: all changes) and create a Git commit",
-        to_canonical=lambda a, s: _canonical("git_commit", cwd=_repo(s, a), message=a.message, files=a.files or None),
+        to_canonical=lambda a, s: canonical_args("git_commit", cwd=_repo(s, a), message=a.message, files=a.files or None),
         present=_present_git_commit)
     add("git-branch", "git_branch", GitBranchArgs, CAUTIOUS,
         "List, create or delete Git branches",
         to_canonical=_git_branch, present=_present_git_branch)
     add("git-checkout", "git_checkout", GitCheckoutArgs, CAUTIOUS,
         "Switch to a branch, tag or commit (optionally creating a new branch there)",
-        to_canonical=lambda a, s: _canonical("git_checkout", cwd=_repo(s, a), branch=a.branch, new_branch=a.newBranch),
+        to_canonical=lambda a, s: canonical_args("git_checkout", cwd=_repo(s, a), branch=a.branch, new_branch=a.newBranch),
         present=_present_git_checkout)
     add("git-push", "git_push", GitPushArgs, DANGEROUS,
         "Push the current (or given) branch to a remote",
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "git_push", cwd=_repo(s, a), remote=a.remote or "origin", branch=a.branch,
             set_upstream=bool(a.setUpstream), force=bool(a.force),
         ),
@@ -659,6 +656,6 @@ def build() -> Profile:
          "Plan a goal and execute the plan in one call", _present_text)
     add("web_fetch", "web_fetch", WebFetchArgs, CAUTIOUS,
         "Fetch a public web page and return its main content as Markdown",
-        to_canonical=lambda a, s: _canonical("web_fetch", url=a.url, extract_mode=a.extractMode),
+        to_canonical=lambda a, s: canonical_args("web_fetch", url=a.url, extract_mode=a.extractMode),
         present=_present_web_fetch)
     return profile

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from runtime.errors import OpError
 from runtime.policy import Level
 from runtime.policy.paths import is_secret
-from runtime.profiles.base import Profile, ProfileTool
+from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 
@@ -55,9 +55,6 @@ NO_RESULTS = [
 GUIDANCE_FILE = "AGENTS.md"
 SECRET_MESSAGE = "Refusing to read env file. Reading secrets is not permitted."
 
-
-def _canonical(name: str, **args: Any) -> Any:
-    return REGISTRY[name].input_model.model_validate(args)
 
 
 def done(result: ToolResult, value: Any, **extra: Any) -> ToolResult:
@@ -124,7 +121,7 @@ async def _read(args: ReadArgs, session: Session) -> Any:
     start, end = (int(v) for v in (args.read_range or DEFAULT_RANGE))
     start = max(1, start)
     end = min(max(start, end), start + MAX_READ_LINES - 1)
-    return _canonical(
+    return canonical_args(
         "read_file", path=path, start_line=start, end_line=end, line_numbers=False,
         max_line_chars=MAX_BYTES_PER_LINE, max_output_bytes=4 * MAX_FILE_SIZE, max_file_bytes=MAX_FILE_SIZE,
         encoding="text", images=True, directory="list",
@@ -163,7 +160,7 @@ class EditFileArgs(ToolInput):
 
 
 async def _edit(args: EditFileArgs, session: Session) -> Any:
-    return _canonical(
+    return canonical_args(
         "edit_file", path=await expand(session, args.path), old_string=args.old_str, new_string=args.new_str,
         replace_all=args.replace_all, whitespace_match=True, fuzzy_match=False, on_multiple="error",
     )
@@ -202,7 +199,7 @@ async def _create(args: CreateFileArgs, session: Session) -> Any:
     path = session.resolve(await expand(session, args.path))
     args._seen = session.tool_state("amp.guidance", set)
     args._discovered = await _guidance_files(session, path, args._seen)
-    return _canonical(
+    return canonical_args(
         "write_file", path=path, content=args.content, ensure_trailing_newline=True, create_directories=True
     )
 
@@ -265,7 +262,7 @@ async def _bash(args: BashArgs, session: Session) -> Any:
         cwd = posixpath.normpath(posixpath.join(cwd, await expand(session, cd_part[3:].strip())))
         cmd = rest.strip()
     args._cmd, args._cwd = cmd, cwd
-    return _canonical(
+    return canonical_args(
         # Amp's Bash starts every call afresh: neither cd nor exported variables carry over.
         "bash", command=cmd, working_dir=cwd, timeout=BASH_TIMEOUT, stdout_max=BASH_CAPTURE, stderr_max=BASH_CAPTURE,
         stateless=True,
@@ -325,7 +322,7 @@ async def _grep(args: GrepArgs, session: Session) -> Any:
     path = await expand(session, args.path) if args.path else None
     # ripgrep prints paths as it was given them: relative to the working directory unless absolute.
     args._base = "" if path and path.startswith("/") else session.resolve(".")
-    return _canonical(
+    return canonical_args(
         "grep", pattern=args.pattern, path=path, glob=args.glob, ignore_case=not args.caseSensitive,
         literal=bool(args.literal), output_mode="content", max_per_file=GREP_PER_FILE, limit=GREP_TOTAL,
     )
@@ -384,7 +381,7 @@ async def _format(args: FormatFileArgs, session: Session) -> Any:
     ext = posixpath.splitext(path)[1].lower()
     formatters = next((f for exts, f in FORMATTERS.items() if ext in exts), ())
     command = "bash -c " + shlex.quote(_FORMAT_SCRIPT) + " format " + shlex.join([path, *formatters])
-    return _canonical("bash", command=command, working_dir=posixpath.dirname(path), timeout=120, stateless=True)
+    return canonical_args("bash", command=command, working_dir=posixpath.dirname(path), timeout=120, stateless=True)
 
 
 def _present_format(result: ToolResult, args: FormatFileArgs) -> ToolResult:
@@ -489,7 +486,7 @@ def build() -> Profile:
                     "background processes (a trailing & is removed).",))
     add("glob", "glob", GlobArgs,
         "Find files by name pattern (respects .gitignore; paginated)",
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "glob", pattern=a.filePattern, limit=int(a.limit or 1000), offset=int(a.offset or 0)
         ),
         present=_present_glob)
@@ -498,20 +495,20 @@ def build() -> Profile:
         to_canonical=_grep, present=_present_grep)
     add("undo_edit", "undo_edit", PathArgs,
         "Revert the last edit made to a file",
-        to_canonical=lambda a, s: _canonical("undo_edit", path=a.path), present=_present_undo)
+        to_canonical=lambda a, s: canonical_args("undo_edit", path=a.path), present=_present_undo)
     add("delete_file", "delete_file", PathArgs,
         "Delete a file",
-        to_canonical=lambda a, s: _canonical("delete_file", path=a.path), present=_present_delete)
+        to_canonical=lambda a, s: canonical_args("delete_file", path=a.path), present=_present_delete)
     add("format_file", "bash", FormatFileArgs,
         "Format a file with the formatter for its language; returns the diff",
         to_canonical=_format, present=_present_format, level=Level.CAUTIOUS)
     add("web_search", "web_search", WebSearchArgs,
         "Search the web",
-        to_canonical=lambda a, s: _canonical("web_search", query=a.query, max_results=a.num_results or 5),
+        to_canonical=lambda a, s: canonical_args("web_search", query=a.query, max_results=a.num_results or 5),
         present=_present_web_search)
     add("read_web_page", "web_fetch", ReadWebPageArgs,
         "Fetch a web page and return its content as Markdown",
-        to_canonical=lambda a, s: _canonical("web_fetch", url=a.url, extract_mode="raw" if a.raw else "readability"),
+        to_canonical=lambda a, s: canonical_args("web_fetch", url=a.url, extract_mode="raw" if a.raw else "readability"),
         present=_present_read_web_page)
     hook("finder", FinderArgs, Level.SAFE, "Semantic code search by a sub-agent")
     hook("oracle", OracleArgs, Level.SAFE, "Deep reasoning by a stronger model")

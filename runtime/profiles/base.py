@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -62,6 +62,12 @@ class Profile:
 
     def lookup(self, name: str) -> ProfileTool | None:
         return self.tools.get(self.aliases.get(name, name))
+
+
+def canonical_args(name: str, **args: Any) -> Any:
+    """The canonical tool ``name``'s validated input, built by a profile's mapping (typed Any:
+    the model class depends on ``name``)."""
+    return REGISTRY[name].input_model.model_validate(args)
 
 
 def canonical_profile() -> Profile:

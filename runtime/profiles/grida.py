@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError
 
 from runtime.errors import DaemonProtocolError
 from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool
+from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 from runtime.tools.grep import GrepReply
 
@@ -34,9 +34,6 @@ PATH_DESCRIPTION = (
 )
 MAX_FILES = 100_000
 
-
-def _canonical(name: str, **args: Any) -> Any:
-    return REGISTRY[name].input_model.model_validate(args)
 
 
 def _object(result: ToolResult, value: dict[str, Any]) -> ToolResult:
@@ -166,7 +163,7 @@ class GrepFilesArgs(ToolInput):
 
 
 def _all_files(session: Session) -> Any:
-    return _canonical("glob", pattern="**", path=session.config.workdir, limit=MAX_FILES, sort_by="path")
+    return canonical_args("glob", pattern="**", path=session.config.workdir, limit=MAX_FILES, sort_by="path")
 
 
 async def known_files(session: Session) -> list[str]:
@@ -233,7 +230,7 @@ def build() -> Profile:
         )
 
     add("read_file", "read_file", ReadFileArgs,
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "read_file", path=a.path, encoding="base64", images=False, directory="error"
         ),
         present=_present_read,
@@ -241,7 +238,7 @@ def build() -> Profile:
         description="Read a file's content and version (a freshness token).\n\nAlways call this before your first "
         "edit_file on a given path, and re-read whenever an edit / write returns reason='stale'.")
     add("edit_file", "edit_file", EditFileArgs,
-        to_canonical=lambda a, s: _canonical(
+        to_canonical=lambda a, s: canonical_args(
             "edit_file", path=a.path, old_string=a.old_string, new_string=a.new_string,
             replace_all=bool(a.replace_all), expected_version=a.version, whitespace_match=True, fuzzy_match=False,
             on_multiple="error",
@@ -253,7 +250,7 @@ def build() -> Profile:
         "`replace_all` is true.\n\nRequires the version from read_file. On reason='stale', the file changed "
         "in the meantime — read_file again and retry.")
     add("write_file", "write_file", WriteFileArgs,
-        to_canonical=lambda a, s: _canonical("write_file", path=a.path, content=a.content, expected_version=a.version),
+        to_canonical=lambda a, s: canonical_args("write_file", path=a.path, content=a.content, expected_version=a.version),
         present=_present_write,
         snippet="Full-file upsert; pass version for a staleness-checked rewrite",
         description="Full-file upsert. Replace the entire content of `path` with `content`. For surgical changes, "
