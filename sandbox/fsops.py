@@ -10,22 +10,20 @@ import errno
 import hashlib
 import os
 import platform
-import pwd
 import shutil
 import stat
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import __version__
 from .errors import DaemonError, Reply, get, get_nonneg
-from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION
+from .limits import MAX_BLOB, MAX_LISTING
+from .protocol import PROTOCOL_VERSION
+from .syscalls import rename_noreplace
+from .users import resolve_user
 
-# Largest blob a reply may carry: the frame limit minus room for the header.
-MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
-# Budget for the JSON of a listing in a reply header (the rest of the header is small).
-MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
 # An ignore file larger than this is not a real ignore file; do not ship it.
 MAX_IGNORE_FILE = 1024 * 1024
 # Staging files of uploads that saw no chunk for this long are deleted.
@@ -33,70 +31,6 @@ UPLOAD_IDLE = 600.0
 _CHUNK = 1024 * 1024
 _HEX = frozenset("0123456789abcdef")
 
-
-# ---------------------------------------------------------------- users
-
-
-class UserInfo(NamedTuple):
-    name: str
-    uid: int
-    gid: int
-    home: str
-    shell: str
-    groups: Tuple[int, ...]
-
-
-_user_cache: Dict[Any, UserInfo] = {}
-# The configured agent user resolves even without a passwd entry (many images have
-# none): to uid/gid FALLBACK_UID, with the workspace as home. Set by procs.configure.
-FALLBACK_UID = 1000
-_agent: Dict[str, str] = {"name": "agent", "home": "/"}
-
-
-def configure_agent(name: str, home: str) -> None:
-    _agent["name"] = name
-    _agent["home"] = home
-    _user_cache.clear()
-
-
-def _from_pw(pw: Any) -> UserInfo:
-    try:
-        groups = tuple(os.getgrouplist(pw.pw_name, pw.pw_gid))
-    except OSError:
-        groups = (pw.pw_gid,)
-    return UserInfo(pw.pw_name, pw.pw_uid, pw.pw_gid, pw.pw_dir or "/", pw.pw_shell or "/bin/sh", groups)
-
-
-def resolve_user(spec: Any) -> UserInfo:
-    """A user name or uid (int or digits) to its identity; unknown names are a bad_request.
-
-    A uid without a passwd entry is allowed (gid = uid), as in ``docker run -u 1234``.
-    Hits are cached (passwd lookups cost a file read); misses are not, so a user
-    created later is found.
-    """
-    if isinstance(spec, bool) or not isinstance(spec, (int, str)) or spec == "":
-        raise DaemonError("bad_request", "user must be a name or a uid")
-    cached = _user_cache.get(spec)
-    if cached is not None:
-        return cached
-    if isinstance(spec, int) or spec.isdigit():
-        uid = int(spec)
-        if not 0 <= uid < 2**32 - 1:
-            raise DaemonError("bad_request", "uid %d out of range" % uid)
-        try:
-            info = _from_pw(pwd.getpwuid(uid))
-        except KeyError:
-            info = UserInfo(str(uid), uid, uid, "/", "/bin/sh", (uid,))
-    else:
-        try:
-            info = _from_pw(pwd.getpwnam(spec))
-        except KeyError:
-            if spec != _agent["name"]:
-                raise DaemonError("bad_request", "no such user: %s" % spec) from None
-            uid = FALLBACK_UID
-            return UserInfo(spec, uid, uid, _agent["home"], "/bin/sh", (uid,))  # not cached: useradd may come
-    _user_cache[spec] = info
-    return info
 
 
 def _owner_ids(args: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -542,11 +476,10 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
         subdirs = []
         for entry in items:
             name = entry.name
-            if name in wanted:
-                if entry.is_file(follow_symlinks=False):
-                    content = _read_ignore_file(entry.path)
-                    if content is not None:
-                        found[name] = content
+            if name in wanted and entry.is_file(follow_symlinks=False):
+                content = _read_ignore_file(entry.path)
+                if content is not None:
+                    found[name] = content
             if not include_hidden and name[0] == ".":
                 continue
             path = prefix + name
@@ -618,27 +551,6 @@ def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
     return {"removed": True}, b""
 
 
-def _bind_renameat2() -> Optional[Callable[..., int]]:
-    try:
-        import ctypes
-
-        func = ctypes.CDLL(None, use_errno=True).renameat2
-    except (ImportError, OSError, AttributeError):
-        return None  # no ctypes, or a libc without renameat2 (glibc < 2.28, musl < 1.2.?)
-    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    func.restype = ctypes.c_int
-
-    def noreplace(src: str, dst: str) -> int:
-        if func(-100, os.fsencode(src), -100, os.fsencode(dst), 1) == 0:  # AT_FDCWD, RENAME_NOREPLACE
-            return 0
-        return ctypes.get_errno()
-
-    return noreplace
-
-
-_rename_noreplace = _bind_renameat2()
-
-
 def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
     src = abspath(args, "src")
     dst = abspath(args, "dst")
@@ -646,7 +558,7 @@ def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
     if overwrite:
         os.rename(src, dst)
         return {}, b""
-    err = _rename_noreplace(src, dst) if _rename_noreplace is not None else errno.ENOSYS
+    err = rename_noreplace(-100, src, -100, dst) if rename_noreplace is not None else errno.ENOSYS
     if err in (errno.ENOSYS, errno.EINVAL):
         # No atomic no-replace here (old libc or a file system without it): check, then rename.
         if os.path.lexists(dst):

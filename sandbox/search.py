@@ -31,9 +31,13 @@ import shutil
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import procs
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
-from .fsops import abspath, resolve_user
+from .fsops import abspath
+from .process import Proc
+from .proctable import table
+from .spawn import DEFAULT_PATH, Spec
+from .streams import Stream
+from .users import resolve_user
 
 # ripgrep output kept; past it the search counts as truncated.
 MAX_RG_OUTPUT = 128 * 1024 * 1024
@@ -173,10 +177,10 @@ def _spawn(argv: List[str], cwd: str, timeout: Optional[float], sep: bytes) -> T
     """Run ripgrep as the daemon's own user (the one the Python engine reads files as); its
     output (cut after the last whole ``sep``-terminated record), timed out, output cut."""
     user = resolve_user(os.geteuid())
-    env = {"PATH": os.environ.get("PATH", procs.DEFAULT_PATH), "HOME": user.home}
-    spec = procs.Spec(argv, None, "rg (search)", cwd, env, user)
-    proc = procs.Proc(spec, procs.Stream(MAX_RG_OUTPUT, ring=False), procs.Stream(64 * 1024, ring=False))
-    procs.table().start(proc, stdin_pipe=False, timeout=timeout)
+    env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": user.home}
+    spec = Spec(argv, None, "rg (search)", cwd, env, user)
+    proc = Proc(spec, Stream(MAX_RG_OUTPUT, ring=False), Stream(64 * 1024, ring=False))
+    table().start(proc, stdin_pipe=False, timeout=timeout)
     with proc.cond:
         while not proc.finished:
             proc.cond.wait()
@@ -451,7 +455,7 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
         budget -= len(shown)
         context = _context(q, path, shown) if (q.before or q.after) else [([], [])] * len(shown)
         matches = []
-        for (first, last, column, lines), (before, after) in zip(shown, context):
+        for (first, last, column, lines), (before, after) in zip(shown, context):  # noqa: B905 (strict= needs Python 3.10)
             texts = [_cut(line, q.max_line_chars) for line in lines]
             size += sum(len(t) for t in texts)
             matches.append(

@@ -16,9 +16,10 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import __version__, fsops, procs, search
+from . import __version__, fsops, ops_process, proctable, search, spawn
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
+from .syscalls import set_subreaper
 
 # Re-exported so op modules and tests can import the error type from here too.
 __all__ = ["DaemonError", "Server", "build_ops", "main"]
@@ -31,7 +32,7 @@ Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
 def build_ops() -> Dict[str, Handler]:
     """Merge the op tables of all op modules; adding an op is one line in its module."""
     ops: Dict[str, Handler] = {}
-    for module in (fsops, procs, search):
+    for module in (fsops, ops_process, search):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)
@@ -270,7 +271,7 @@ def shutdown(code: int) -> None:
     """Kill every process we started (and their orphans), drop staging files, exit."""
     with _shutdown_lock:
         try:
-            killed = procs.shutdown()
+            killed = proctable.shutdown()
             fsops.discard_uploads()
             log.info("exit %d (killed %d processes)", code, killed)
         except BaseException:
@@ -281,13 +282,13 @@ def shutdown(code: int) -> None:
 
 
 def _prepare_workspace() -> None:
-    workspace = procs.config.workspace
+    workspace = spawn.config.workspace
     if os.path.isdir(workspace):
         return
     try:
         os.makedirs(workspace, 0o755, exist_ok=True)
         if os.geteuid() == 0:
-            agent = procs.agent_identity()
+            agent = spawn.agent_identity()
             os.chown(workspace, agent.uid, agent.gid)
     except OSError as exc:
         log.warning("cannot create workspace %s: %s", workspace, exc)
@@ -310,14 +311,14 @@ def main() -> int:
 
     # An unprivileged daemon cannot switch users: by default it runs commands as itself.
     default_user = "agent" if os.geteuid() == 0 else str(os.geteuid())
-    procs.configure(
+    spawn.configure(
         os.environ.get("CAISSON_AGENT_USER") or default_user,
         os.environ.get("CAISSON_WORKSPACE") or "/workspace",
     )
-    if not procs.set_subreaper():
+    if not set_subreaper():
         log.warning("cannot become a child subreaper; detached processes escape to init")
     _prepare_workspace()
-    procs.start()
+    proctable.start()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda num, frame: shutdown(128 + num))
 
@@ -328,8 +329,8 @@ def main() -> int:
         PROTOCOL_VERSION,
         os.getpid(),
         os.getuid(),
-        procs.config.agent_user,
-        procs.config.workspace,
+        spawn.config.agent_user,
+        spawn.config.workspace,
         len(ops),
     )
     watchdog = Watchdog(_env_float("CAISSON_EXPIRES"), _env_float("CAISSON_IDLE_TIMEOUT"))

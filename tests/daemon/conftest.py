@@ -4,6 +4,7 @@ The client lives in ``daemon_client`` (not here) so that test modules can import
 without depending on which ``conftest`` module Python finds first.
 """
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -24,12 +25,10 @@ def daemon(tmp_path: Path) -> Iterator[Client]:
         leftovers = wait_for(lambda: not marked_pids(client.mark), timeout=5.0)
         survivors = marked_pids(client.mark)
         for pid in survivors:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        assert code == 0, "daemon exited with %s; stderr:\n%s" % (code, client.stderr())
-        assert leftovers, "processes outlived the daemon: %s" % survivors
+        assert code == 0, f"daemon exited with {code}; stderr:\n{client.stderr()}"
+        assert leftovers, f"processes outlived the daemon: {survivors}"
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ DAEMON_PYTHON = os.environ.get("CAISSON_TEST_PYTHON") or sys.executable
 
 class CallError(Exception):
     def __init__(self, code: str, message: str) -> None:
-        super().__init__("%s: %s" % (code, message))
+        super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
 
@@ -47,6 +47,7 @@ class Client:
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder()
         self._replies: dict[int, tuple[dict[str, Any], bytes]] = {}
+        self.container = ""  # the container's name when the daemon runs in one
 
     def send(self, op: str, blob: bytes = b"", **args: Any) -> int:
         req_id = next(self._ids)
@@ -65,7 +66,7 @@ class Client:
         while req_id not in self._replies:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError("no reply to request %d" % req_id)
+                raise TimeoutError(f"no reply to request {req_id}")
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
@@ -116,15 +117,15 @@ class Client:
 
 def marked_pids(mark: str) -> list[int]:
     """Live (non-zombie) processes whose environment carries ``mark``."""
-    needle = ("%s=%s" % (MARK_VAR, mark)).encode()
+    needle = (f"{MARK_VAR}={mark}").encode()
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
-            with open("/proc/%s/environ" % name, "rb") as handle:
+            with open(f"/proc/{name}/environ", "rb") as handle:
                 environ = handle.read()
-            with open("/proc/%s/stat" % name, "rb") as handle:
+            with open(f"/proc/{name}/stat", "rb") as handle:
                 state = handle.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
@@ -163,6 +164,69 @@ def start_daemon(
             preexec_fn=preexec_fn,
         )
     return Client(proc, mark, workspace, stderr_path)
+
+
+# The hardening a session container gets (runtime/docker/containers.py), repeated here so
+# that the daemon tests do not depend on the host package.
+CONTAINER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
+
+
+def sandbox_image() -> str:
+    """The image container tests use: CAISSON_TEST_IMAGE, else the newest caisson/sandbox tag.
+
+    Fails (never skips) when no Docker engine answers or no image is there.
+    """
+    image = os.environ.get("CAISSON_TEST_IMAGE")
+    if image:
+        return image
+    try:
+        out = subprocess.run(
+            ["docker", "images", "--format", "{{.CreatedAt}}\t{{.Repository}}:{{.Tag}}", "caisson/sandbox"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.fail(f"container tests need a Docker engine (run scripts/setup.sh): {exc}")
+    tags = sorted(line.split("\t") for line in out.splitlines() if line.strip())
+    if not tags:
+        pytest.fail("no caisson/sandbox image: build it with `caisson image build` (scripts/setup.sh)")
+    return tags[-1][1]
+
+
+def start_container_daemon(tmp_path: Path, env: dict[str, str] | None = None, name: str | None = None) -> Client:
+    """The daemon of this checkout as PID 2 of a hardened container of the sandbox image.
+
+    The checkout's ``sandbox`` package is mounted over the image's copy, so the code under
+    test is the working tree's. The container is removed when the daemon exits.
+    """
+    mark = uuid.uuid4().hex
+    name = name or "caisson-daemon-test-" + mark[:12]
+    argv = ["docker", "run", "-i", "--rm", "--init", "--name", name, "--user", "0", "--workdir", "/"]
+    argv += ["--cap-drop", "ALL"] + [f"--cap-add={cap}" for cap in CONTAINER_CAPS]
+    argv += ["--security-opt", "no-new-privileges:true", "--network", "none", "--log-driver", "none"]
+    argv += ["--pids-limit", "512", "-v", f"{ROOT / 'sandbox'}:/opt/caisson/sandbox:ro"]
+    full_env = {
+        "PYTHONPATH": "/opt/caisson",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CAISSON_AGENT_USER": "agent",
+        "CAISSON_WORKSPACE": "/workspace",
+        MARK_VAR: mark,
+    }
+    full_env.update(env or {})
+    for key, value in full_env.items():
+        argv += ["-e", f"{key}={value}"]
+    argv += [sandbox_image(), "python3", "-m", "sandbox"]
+    stderr_path = tmp_path / "daemon.stderr"
+    with open(stderr_path, "wb") as stderr:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
+        except OSError as exc:
+            pytest.fail(f"container tests need the docker CLI: {exc}")
+    client = Client(proc, mark, Path("/workspace"), stderr_path)
+    client.container = name
+    return client
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:

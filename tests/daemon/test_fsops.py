@@ -262,10 +262,10 @@ def test_walk(daemon: Client, ws: Path) -> None:
 
 def test_walk_20000_files(daemon: Client, ws: Path) -> None:
     for d in range(100):
-        sub = ws / ("d%03d" % d)
+        sub = ws / f"d{d:03d}"
         sub.mkdir()
         for f in range(200):
-            os.close(os.open(str(sub / ("f%03d.txt" % f)), os.O_CREAT | os.O_WRONLY, 0o644))
+            os.close(os.open(str(sub / f"f{f:03d}.txt"), os.O_CREAT | os.O_WRONLY, 0o644))
     started = time.monotonic()
     result, _ = daemon.call("walk", path=str(ws))
     elapsed = time.monotonic() - started
@@ -328,7 +328,7 @@ def test_undecodable_file_name(daemon: Client, ws: Path) -> None:
 
 
 def test_concurrent_writes_to_different_files(daemon: Client, ws: Path) -> None:
-    ids = [daemon.send("write", b"%d" % i, path=str(ws / ("f%d" % i))) for i in range(30)]
+    ids = [daemon.send("write", b"%d" % i, path=str(ws / f"f{i}")) for i in range(30)]
     for i in ids:
         daemon.result(i)
-    assert sorted(p.name for p in ws.iterdir()) == sorted("f%d" % i for i in range(30))
+    assert sorted(p.name for p in ws.iterdir()) == sorted(f"f{i}" for i in range(30))

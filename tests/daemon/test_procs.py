@@ -14,7 +14,7 @@ def cmdline_pids(daemon: Client, *needles: str) -> list[int]:
     found = []
     for pid in marked_pids(daemon.mark):
         try:
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
@@ -53,7 +53,7 @@ def test_exec_env_and_cwd(daemon: Client, tmp_path: Path) -> None:
     script = "pwd; echo $FOO; echo $HOME $USER; echo ${DAEMON_TEST_MARK:+inherited}; echo ${CAISSON_WORKSPACE:-hidden}"
     _, out, _ = daemon.run(script)
     me = pwd.getpwuid(os.geteuid())
-    expected = [str(daemon.workspace), "", "%s %s" % (me.pw_dir, me.pw_name), "inherited", "hidden"]
+    expected = [str(daemon.workspace), "", f"{me.pw_dir} {me.pw_name}", "inherited", "hidden"]
     assert out.decode().splitlines() == expected
 
     env = {"FOO": "bar", "DAEMON_TEST_MARK": None}  # null unsets a variable
@@ -71,7 +71,7 @@ def test_exec_as_other_user(daemon: Client) -> None:
     assert (uid_line, gid_line) == ("1000", "1000")
     try:
         entry = pwd.getpwuid(1000)
-        assert rest == "%s %s" % (entry.pw_dir, entry.pw_name)
+        assert rest == f"{entry.pw_dir} {entry.pw_name}"
     except KeyError:  # a uid without a passwd entry
         assert rest == "/ 1000"
     assert daemon.run("id -u", user="root")[1] == b"0\n"
@@ -148,8 +148,8 @@ def test_spawn_incremental_read_loses_nothing(daemon: Client) -> None:
     task_id = result["task_id"]
     assert task_id.startswith("t") and result["pid"] > 0
     out, err, status = read_all(daemon, task_id, max_bytes=700)  # small reads: many round trips
-    assert out.decode().split() == ["out%d" % i for i in range(1, 301)]
-    assert err.decode().split() == ["err%d" % i for i in range(1, 301)]
+    assert out.decode().split() == [f"out{i}" for i in range(1, 301)]
+    assert err.decode().split() == [f"err{i}" for i in range(1, 301)]
     assert status["exit_code"] == 7 and status["running"] is False
     assert status["stdout_dropped"] == 0 and status["stderr_dropped"] == 0
 
@@ -173,7 +173,7 @@ def test_task_output_ring_buffer(daemon: Client) -> None:
     task_id = daemon.call("spawn", command="seq 1 20000", output_max=1000)[0]["task_id"]
     daemon.call("task_wait", task_id=task_id, timeout=10)
     result, blob = daemon.call("task_read", task_id=task_id)
-    expected = "".join("%d\n" % i for i in range(1, 20001)).encode()
+    expected = "".join(f"{i}\n" for i in range(1, 20001)).encode()
     assert blob == expected[-1000:]
     assert result["stdout_dropped"] == len(expected) - 1000 and result["stdout_offset"] == len(expected)
 
@@ -259,7 +259,7 @@ def test_tasks_killed_when_daemon_exits(daemon: Client) -> None:
 
 
 def test_own_pythonpath_entry_not_inherited(tmp_path: Path) -> None:
-    client = start_daemon(tmp_path, env={"PYTHONPATH": "%s:/opt/other" % ROOT})
+    client = start_daemon(tmp_path, env={"PYTHONPATH": f"{ROOT}:/opt/other"})
     try:
         client.call("ping")
         _, blob = client.call("exec", command="echo $PYTHONPATH")

@@ -43,9 +43,9 @@ def test_fifty_concurrent_requests(daemon: Client) -> None:
         if i % 5 == 0:
             ids[daemon.send("ping")] = ("ping", i)
         elif i % 5 == 1:
-            ids[daemon.send("write", b"%d" % i, path=str(daemon.workspace / ("f%d" % i)))] = ("write", i)
+            ids[daemon.send("write", b"%d" % i, path=str(daemon.workspace / f"f{i}"))] = ("write", i)
         else:
-            ids[daemon.send("exec", command="sleep 0.4; echo %d" % i)] = ("exec", i)
+            ids[daemon.send("exec", command=f"sleep 0.4; echo {i}")] = ("exec", i)
     for req_id, (op, i) in ids.items():
         result, blob = daemon.result(req_id)
         if op == "exec":

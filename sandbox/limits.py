@@ -1,0 +1,8 @@
+"""Size limits shared by the ops: what fits into one reply."""
+
+from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER
+
+# Largest blob a reply may carry: the frame limit minus room for the header.
+MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
+# Budget for the JSON of a listing in a reply header (the rest of the header is small).
+MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
