@@ -32,12 +32,14 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
-from .fsops import abspath
+from .fsaccess import fs_access, request_user
+from .fscommon import abspath
+from .pathres import Resolver
 from .process import Proc
 from .proctable import table
 from .spawn import DEFAULT_PATH, Spec
 from .streams import Stream
-from .users import resolve_user
+from .users import UserInfo, resolve_user
 
 # ripgrep output kept; past it the search counts as truncated.
 MAX_RG_OUTPUT = 128 * 1024 * 1024
@@ -68,6 +70,9 @@ Hit = Tuple[int, int, int, List[str]]
 class _Query:
     def __init__(self, args: Dict[str, Any]) -> None:
         self.root = abspath(args, "root").rstrip("/") or "/"
+        self.root_fd = -1  # the root, opened as the request allows (see open_root)
+        self.res: Optional[Resolver] = None
+        self.user: Optional[UserInfo] = request_user(args)
         self.pattern = get(args, "pattern", str)
         self.engine = get(args, "engine", str, "auto")
         self.mode = get(args, "mode", str, "content")
@@ -94,6 +99,22 @@ class _Query:
             raise DaemonError("bad_request", "invalid regular expression: %s" % exc) from None
 
 
+def _open_root(res: Resolver, root: str) -> int:
+    try:
+        return res.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except NotADirectoryError:
+        raise DaemonError("not_a_directory", "not a directory: %s" % root) from None
+
+
+def _open_file(q: _Query, rel: str) -> int:
+    """A file below the root, for reading: beneath the roots when the request has them,
+    else relative to the root's descriptor (the kernel follows links, with the request's credentials)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if q.res is not None and q.res.roots is not None:
+        return q.res.open(q.root.rstrip("/") + "/" + rel, flags)
+    return os.open(rel, flags, dir_fd=q.root_fd)
+
+
 def _strings(args: Dict[str, Any], name: str) -> List[str]:
     values = get(args, name, list, [])
     if not all(isinstance(v, str) and v and "\0" not in v for v in values):
@@ -115,17 +136,17 @@ class _FileHits:
         return self.hits[:n]
 
 
-def _has_nul(path: str) -> bool:
+def _has_nul(q: _Query, rel: str) -> bool:
     """True when the file holds a NUL byte (or cannot be read: it is skipped either way)."""
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_file(q, rel), "rb") as handle:
             while True:
                 chunk = handle.read(_READ)
                 if not chunk:
                     return False
                 if b"\0" in chunk:
                     return True
-    except OSError:
+    except (OSError, DaemonError):  # unreadable, or outside the roots
         return True
 
 
@@ -170,15 +191,19 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
         # drops every file with a NUL byte.
         argv += ["--count", "--null"]
     argv += ["-e", q.pattern, "--"] + (paths if paths is not None else ["."])
-    return _spawn(argv, q.root, q.timeout, b"\n")
+    return _spawn(argv, q.root_fd, q.user, q.timeout, b"\n")
 
 
-def _spawn(argv: List[str], cwd: str, timeout: Optional[float], sep: bytes) -> Tuple[bytes, bool, bool]:
-    """Run ripgrep as the daemon's own user (the one the Python engine reads files as); its
-    output (cut after the last whole ``sep``-terminated record), timed out, output cut."""
-    user = resolve_user(os.geteuid())
+def _spawn(
+    argv: List[str], root_fd: int, user: Optional[UserInfo], timeout: Optional[float], sep: bytes
+) -> Tuple[bytes, bool, bool]:
+    """Run ripgrep in the root's descriptor as the request's user (else the daemon's own: the
+    one the Python engine reads files as); its output (cut after the last whole
+    ``sep``-terminated record), timed out, output cut."""
+    user = user or resolve_user(os.geteuid())
     env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": user.home}
-    spec = Spec(argv, None, "rg (search)", cwd, env, user)
+    # The child changes into the directory this descriptor holds, not into a name.
+    spec = Spec(argv, None, "rg (search)", "/proc/self/fd/%d" % root_fd, env, user)
     proc = Proc(spec, Stream(MAX_RG_OUTPUT, ring=False), Stream(64 * 1024, ring=False))
     table().start(proc, stdin_pipe=False, timeout=timeout)
     with proc.cond:
@@ -228,7 +253,7 @@ def _is_type(path: str, globs: List[str]) -> bool:
 
 def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
     if paths is not None:
-        paths = [p for p in paths if not _has_nul(os.path.join(q.root, p))]
+        paths = [p for p in paths if not _has_nul(q, p)]
         if not paths:
             return {}, False, False
     out, timed_out, cut = _run_rg(q, rg, paths)
@@ -248,7 +273,7 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
 
 def _keep(q: _Query, found: Dict[str, _FileHits], path: str, hits: _FileHits, binary: bool, capped: bool) -> None:
     if not binary and capped and hits.count > q.per_file:
-        binary = _has_nul(os.path.join(q.root, path))  # ripgrep stopped early (-m), before any NUL
+        binary = _has_nul(q, path)  # ripgrep stopped early (-m), before any NUL
     if not binary and hits.count:
         found[path] = hits
 
@@ -346,15 +371,15 @@ def _scan_multiline(q: _Query, text: str, want: int) -> Tuple[int, List[Hit]]:
     return len(hits), hits
 
 
-def _search_file(q: _Query, path: str) -> Optional[_FileHits]:
+def _search_file(q: _Query, rel: str) -> Optional[_FileHits]:
     """The hits of one file, or None when it is binary, unreadable or has none."""
     want = q.per_file + 1 if q.mode == "content" else (1 if q.mode == "files" else 0)
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_file(q, rel), "rb") as handle:
             if os.fstat(handle.fileno()).st_size > WHOLE_READ and not q.multiline:
                 return _search_stream(q, handle, want)
             data = handle.read()
-    except OSError:
+    except (OSError, DaemonError):  # unreadable, or outside the roots
         return None
     if b"\0" in data:
         return None
@@ -403,7 +428,7 @@ def _python_engine(q: _Query, paths: List[str]) -> Tuple[Dict[str, _FileHits], b
     for path in sorted(set(paths)):
         if deadline is not None and time.monotonic() > deadline:
             return found, True, False
-        hits = _search_file(q, os.path.join(q.root, path))
+        hits = _search_file(q, path)
         if hits is None:
             continue
         found[path] = hits
@@ -422,9 +447,9 @@ def _cut(text: str, limit: int) -> str:
 
 def _context(q: _Query, path: str, hits: List[Hit]) -> List[Tuple[List[List[Any]], List[List[Any]]]]:
     try:
-        with open(os.path.join(q.root, path), "rb") as handle:
+        with os.fdopen(_open_file(q, path), "rb") as handle:
             lines = _line_text(handle.read().decode("utf-8", "replace"))
-    except OSError:
+    except (OSError, DaemonError):
         lines = []
 
     def numbered(numbers: range) -> List[List[Any]]:
@@ -480,17 +505,20 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
         raise DaemonError("bad_request", "ripgrep is not installed in this image")
     if engine == "python" and paths is None:
         raise DaemonError("bad_request", "the python engine searches the file list the host sends (paths_in_blob)")
-    if not os.path.isdir(q.root):
-        os.stat(q.root)
-        raise DaemonError("not_a_directory", "not a directory: %s" % q.root)
-    if engine == "rg":
-        found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
-        # A --glob match overrides ripgrep's type filter: apply the type to every result.
-        if q.type_globs:
-            found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
-    else:
-        found, timed_out, cut = _python_engine(q, paths or [])
-    files, truncated = _finish(q, found)
+    with fs_access(args) as res:
+        q.res = res
+        q.root_fd = _open_root(res, q.root)
+        try:
+            if engine == "rg":
+                found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
+                # A --glob match overrides ripgrep's type filter: apply the type to every result.
+                if q.type_globs:
+                    found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
+            else:
+                found, timed_out, cut = _python_engine(q, paths or [])
+            files, truncated = _finish(q, found)
+        finally:
+            os.close(q.root_fd)
     return {"engine": engine, "files": files, "truncated": truncated or cut, "timed_out": timed_out}, b""
 
 
@@ -519,16 +547,21 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
         argv.append("--no-ignore")
     for glob in _strings(args, "globs"):
         argv += ["-g", glob]
-    out, timed_out, _ = _spawn(argv + ["--", "."], root, get_seconds(args, "timeout"), b"\0")
     found: List[Tuple[float, str]] = []
-    for raw in out.split(b"\0"):
-        path = raw.decode("utf-8", "surrogateescape")
-        path = path[2:] if path.startswith("./") else path
-        if path and regex.fullmatch(path):
-            try:
-                found.append((os.lstat(os.path.join(root, path)).st_mtime, path))
-            except OSError:
-                continue  # removed meanwhile
+    with fs_access(args) as res:
+        root_fd = _open_root(res, root)
+        try:
+            out, timed_out, _ = _spawn(argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0")
+            for raw in out.split(b"\0"):
+                path = raw.decode("utf-8", "surrogateescape")
+                path = path[2:] if path.startswith("./") else path
+                if path and regex.fullmatch(path):
+                    try:
+                        found.append((os.stat(path, dir_fd=root_fd, follow_symlinks=False).st_mtime, path))
+                    except OSError:
+                        continue  # removed meanwhile
+        finally:
+            os.close(root_fd)
     if sort == "modified":
         found.sort(key=lambda item: (-item[0], item[1]))
     else:

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import __version__, fsops, ops_process, proctable, search, spawn
+from . import __version__, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
 from .syscalls import set_subreaper
@@ -32,7 +32,7 @@ Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
 def build_ops() -> Dict[str, Handler]:
     """Merge the op tables of all op modules; adding an op is one line in its module."""
     ops: Dict[str, Handler] = {}
-    for module in (fsops, ops_process, search):
+    for module in (ops_info, ops_files, ops_write, ops_process, search):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)
@@ -272,7 +272,7 @@ def shutdown(code: int) -> None:
     with _shutdown_lock:
         try:
             killed = proctable.shutdown()
-            fsops.discard_uploads()
+            ops_write.discard_uploads()
             log.info("exit %d (killed %d processes)", code, killed)
         except BaseException:
             log.exception("shutdown failed")

@@ -55,3 +55,82 @@ def _bind_renameat2() -> Optional[Callable[..., int]]:
 
 
 rename_noreplace = _bind_renameat2()
+
+
+# ---------------------------------------------------------------- raw system calls
+
+# Numbers that differ between architectures (setgroups, setfsuid, setfsgid); newer calls
+# (openat2 437, landlock 444-446) have one number everywhere.
+_ARCH_NUMBERS = {
+    "x86_64": {"setgroups": 116, "setfsuid": 122, "setfsgid": 123},
+    "aarch64": {"setgroups": 159, "setfsuid": 151, "setfsgid": 152},
+}
+SYS_OPENAT2 = 437
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def _bind_syscall() -> Optional[Callable[..., int]]:
+    try:
+        func = _libc.syscall  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+    func.restype = ctypes.c_long
+    return func  # type: ignore[no-any-return]
+
+
+syscall = _bind_syscall()
+_numbers = _ARCH_NUMBERS.get(os.uname().machine, {})
+
+
+def _checked(result: int) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+# -- per-thread credentials (the raw calls change the calling thread only; glibc's
+# wrappers of setgroups and friends would change every thread of the daemon)
+
+CAN_SWITCH_FS_CREDS = syscall is not None and len(_numbers) == 3
+
+
+def setfsuid(uid: int) -> int:
+    """Set this thread's fsuid; returns the previous one (the call reports no errors)."""
+    return int(syscall(_numbers["setfsuid"], ctypes.c_uint(uid)))  # type: ignore[misc]
+
+
+def setfsgid(gid: int) -> int:
+    return int(syscall(_numbers["setfsgid"], ctypes.c_uint(gid)))  # type: ignore[misc]
+
+
+def setgroups_thread(groups: "tuple[int, ...]") -> None:
+    array = (ctypes.c_uint * max(1, len(groups)))(*groups)
+    _checked(syscall(_numbers["setgroups"], ctypes.c_size_t(len(groups)), array))  # type: ignore[misc]
+
+
+# -- openat2
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+RESOLVE_NO_XDEV = 0x01
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+
+
+def openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
+    """openat2(2); raises OSError (ENOSYS where the kernel or a sandbox like gVisor lacks it)."""
+    if syscall is None:
+        raise OSError(38, "openat2 unavailable")  # ENOSYS
+    tmpfile = getattr(os, "O_TMPFILE", -1)  # includes O_DIRECTORY's bit
+    creates = flags & os.O_CREAT or flags & tmpfile == tmpfile
+    how = _OpenHow(flags, mode if creates else 0, resolve)
+    return _checked(
+        syscall(SYS_OPENAT2, ctypes.c_int(dirfd), os.fsencode(path), ctypes.byref(how), ctypes.c_size_t(24))
+    )

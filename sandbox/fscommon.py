@@ -1,0 +1,49 @@
+"""Helpers shared by the file-system ops: path arguments, file types, hashing, owners."""
+
+import hashlib
+import os
+import stat
+from typing import Any, Dict, Optional, Tuple
+
+from .errors import DaemonError, get
+from .users import resolve_user
+
+CHUNK = 1024 * 1024
+
+
+def abspath(args: Dict[str, Any], name: str = "path") -> str:
+    path = get(args, name, str)
+    if not path.startswith("/"):
+        raise DaemonError("bad_request", "%s must be an absolute path, got %r" % (name, path))
+    if "\0" in path:
+        raise DaemonError("bad_request", "%s contains a NUL byte" % name)
+    return path  # type: ignore[no-any-return]
+
+
+def file_type(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def sha256_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    pos = 0
+    while True:
+        chunk = os.pread(fd, CHUNK, pos)
+        if not chunk:
+            return digest.hexdigest()
+        digest.update(chunk)
+        pos += len(chunk)
+
+
+def owner_ids(args: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    owner = args.get("owner")
+    if owner is None:
+        return None
+    info = resolve_user(owner)
+    return info.uid, info.gid

@@ -1,0 +1,428 @@
+"""File-system ops other than write: stat, read, list, walk, mkdir, remove, rename.
+
+Every op takes the optional ``as_user`` and ``roots`` arguments (``fsaccess``): its
+file access then runs with that user's credentials and stays beneath those roots.
+Paths are opened once and the ops work on descriptors from there on.
+"""
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .errors import DaemonError, Reply, get, get_nonneg
+from .fsaccess import fs_access
+from .fscommon import CHUNK, abspath, file_type, owner_ids, sha256_fd
+from .fscreds import current
+from .limits import MAX_BLOB, MAX_LISTING
+from .pathres import O_PATH, Resolver, fd_path
+from .syscalls import rename_noreplace
+
+# An ignore file larger than this is not a real ignore file; do not ship it.
+MAX_IGNORE_FILE = 1024 * 1024
+_MISSING = (FileNotFoundError, NotADirectoryError)
+
+
+def _open_or_none(res: Resolver, path: str, flags: int) -> Optional[int]:
+    try:
+        return res.open(path, flags)
+    except _MISSING:
+        return None
+
+
+# ---------------------------------------------------------------- stat / read
+
+
+def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
+    path = abspath(args)
+    follow = get(args, "follow", bool, True)
+    with fs_access(args) as res:
+        fd = _open_or_none(res, path, O_PATH | os.O_NOFOLLOW)
+        if fd is None:
+            return {"exists": False}, b""
+        try:
+            st = os.fstat(fd)
+            target = None
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink("", dir_fd=fd)  # the link this descriptor holds
+                followed = _open_or_none(res, path, O_PATH)
+                if followed is None and follow:
+                    return {"exists": False}, b""  # dangling link: nothing to follow to
+                if followed is not None:
+                    os.close(fd)
+                    fd = followed
+                    if follow:
+                        st = os.fstat(fd)
+            realpath = fd_path(fd)
+        finally:
+            os.close(fd)
+    return (
+        {
+            "exists": True,
+            "type": file_type(st.st_mode),
+            "size": st.st_size,
+            "mode": st.st_mode,
+            "mtime": st.st_mtime,
+            "uid": st.st_uid,
+            "gid": st.st_gid,
+            "target": target,
+            "realpath": realpath,
+        },
+        b"",
+    )
+
+
+def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
+    path = abspath(args)
+    offset = get_nonneg(args, "offset", 0)
+    length = get(args, "length", int, -1)
+    if length < -1:
+        raise DaemonError("bad_request", "length must be -1 (all) or >= 0")
+    max_bytes = get_nonneg(args, "max_bytes", None)
+    want_hash = get(args, "hash", bool, False)
+    limit = MAX_BLOB if max_bytes is None else min(max_bytes, MAX_BLOB)
+    with fs_access(args) as res:
+        # O_NONBLOCK so that opening a FIFO cannot hang the worker.
+        fd = res.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return _read_fd(fd, path, offset, length, limit, want_hash)
+        finally:
+            os.close(fd)
+
+
+def _read_fd(fd: int, path: str, offset: int, length: int, limit: int, want_hash: bool) -> Reply:
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise DaemonError("is_a_directory", "is a directory: %s" % path)
+    if not stat.S_ISREG(st.st_mode):
+        raise DaemonError("bad_request", "not a regular file: %s" % path)
+    size = st.st_size
+    selected = max(0, size - offset) if length < 0 else min(length, max(0, size - offset))
+    if selected > limit:
+        raise DaemonError("too_large", "range of %d bytes exceeds the limit of %d" % (selected, limit))
+    # Read until EOF (or ``length``) rather than trusting st_size: /proc files say 0.
+    chunks: List[bytes] = []
+    pos = offset
+    got = 0
+    eof = False
+    while length < 0 or got < length:
+        want = CHUNK if length < 0 else min(CHUNK, length - got)
+        chunk = os.pread(fd, max(want, selected - got), pos)
+        if not chunk:
+            eof = True
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        pos += len(chunk)
+        if got > limit:
+            raise DaemonError("too_large", "range exceeds the limit of %d bytes" % limit)
+    data = b"".join(chunks)
+    if pos >= size > 0:
+        eof = True
+    if eof:
+        size = max(size, pos)
+    result: Dict[str, Any] = {"size": size, "offset": offset, "eof": eof}
+    if want_hash:
+        result["sha256"] = hashlib.sha256(data).hexdigest() if offset == 0 and eof else sha256_fd(fd)
+    return result, data
+
+
+# ---------------------------------------------------------------- list / walk
+
+
+def op_list(args: Dict[str, Any], blob: bytes) -> Reply:
+    path = abspath(args)
+    entries = []
+    budget = MAX_LISTING
+    with fs_access(args) as res:
+        fd = res.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    budget -= 160 + 3 * len(entry.name)  # generous JSON size of one entry
+                    if budget < 0:
+                        raise DaemonError("too_large", "directory has too many entries to list: %s" % path)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                        target = os.readlink(entry.name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else None
+                    except FileNotFoundError:
+                        continue  # removed while we listed
+                    entries.append(
+                        {
+                            "name": entry.name,
+                            "type": file_type(st.st_mode),
+                            "size": st.st_size,
+                            "mode": st.st_mode,
+                            "mtime": st.st_mtime,
+                            "uid": st.st_uid,
+                            "gid": st.st_gid,
+                            "target": target,
+                        }
+                    )
+        finally:
+            os.close(fd)
+    return {"entries": entries}, b""
+
+
+def _read_ignore_file(dirfd: int, name: str) -> Optional[str]:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, MAX_IGNORE_FILE + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_IGNORE_FILE:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+_TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
+    root = abspath(args)
+    include_hidden = get(args, "include_hidden", bool, False)
+    max_entries = get_nonneg(args, "max_entries", 200000)
+    ignore_files = get(args, "ignore_files", list, [".gitignore"])
+    if not all(isinstance(name, str) and name and "/" not in name for name in ignore_files):
+        raise DaemonError("bad_request", "ignore_files must be a list of file names")
+    wanted = frozenset(ignore_files)
+    entries: List[Dict[str, Any]] = []
+    ignore: Dict[str, str] = {}
+    state = {"budget": MAX_LISTING, "truncated": False}
+
+    def scan(fd: int, rel: str) -> List[str]:
+        """Record the entries of one directory; returns its subdirectories' names, in order."""
+        prefix = rel + "/" if rel else ""
+        try:
+            with os.scandir(fd) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError:
+            return []  # unreadable or vanished directory: skip it, keep walking
+        found: Dict[str, str] = {}
+        subdirs = []
+        for entry in items:
+            name = entry.name
+            if name in wanted and entry.is_file(follow_symlinks=False):
+                content = _read_ignore_file(fd, name)
+                if content is not None:
+                    found[name] = content
+            if not include_hidden and name[0] == ".":
+                continue
+            path = prefix + name
+            # Estimated JSON size of the entry (3 bytes per char covers UTF-8 and most escapes).
+            state["budget"] -= 72 + (len(path) if path.isascii() else 3 * len(path))
+            if len(entries) >= max_entries or state["budget"] < 0:
+                state["truncated"] = True
+                break
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            kind = _TYPES.get(stat.S_IFMT(st.st_mode), "other")
+            entries.append({"path": path, "type": kind, "size": st.st_size, "mtime": st.st_mtime})
+            if kind == "dir":
+                subdirs.append(name)
+        if found:
+            content = ignore[rel] = "\n".join(found[name] for name in ignore_files if name in found)
+            state["budget"] -= 16 + 2 * len(content) + 3 * len(rel)
+        return subdirs
+
+    with fs_access(args) as res:
+        try:
+            top = res.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        except NotADirectoryError:
+            raise DaemonError("not_a_directory", "not a directory: %s" % root) from None
+        # Depth first, each directory's entries before its subdirectories (in name order);
+        # only the directories on the current path are open, each opened without following links.
+        stack: List[Tuple[int, str, List[str]]] = []
+        try:
+            stack.append((top, "", scan(top, "")))
+            while stack and not state["truncated"]:
+                fd, rel, subdirs = stack[-1]
+                if not subdirs:
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                name = subdirs.pop(0)
+                try:
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError:
+                    continue
+                child_rel = rel + "/" + name if rel else name
+                stack.append((child, child_rel, []))
+                stack[-1] = (child, child_rel, scan(child, child_rel))
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+    return {"entries": entries, "ignore": ignore, "truncated": state["truncated"]}, b""
+
+
+# ---------------------------------------------------------------- mkdir / remove / rename
+
+
+def _set_owner_mode(dirfd: int, name: str, mode: int, ids: Optional[Tuple[int, int]]) -> None:
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    try:
+        if ids is not None and current() is None:
+            os.fchown(fd, ids[0], ids[1])
+        os.fchmod(fd, mode)  # modes ignore the umask
+    finally:
+        os.close(fd)
+
+
+def make_dir(res: Resolver, path: str, mode: int, ids: Optional[Tuple[int, int]], parents: bool) -> bool:
+    """Create ``path`` (and with ``parents`` its missing parents, 0o755), owned by ``ids`` when
+    the daemon acts as itself, else by the acting user. Returns whether ``path`` was created."""
+    try:
+        dirfd, name = res.parent(path, follow=False)
+    except FileNotFoundError:
+        head = os.path.dirname(path.rstrip("/"))
+        if not parents or head == path:
+            raise
+        make_dir(res, head, 0o755, ids, parents)
+        dirfd, name = res.parent(path, follow=False)
+    try:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dirfd)
+        except FileExistsError:
+            if stat.S_ISDIR(os.stat(name, dir_fd=dirfd).st_mode):
+                return False  # there already, or created concurrently: fine
+            raise
+        _set_owner_mode(dirfd, name, mode, ids)
+        return True
+    finally:
+        os.close(dirfd)
+
+
+def op_mkdir(args: Dict[str, Any], blob: bytes) -> Reply:
+    path = abspath(args)
+    parents = get(args, "parents", bool, True)
+    exist_ok = get(args, "exist_ok", bool, True)
+    mode = get_nonneg(args, "mode", 0o755, limit=0o7777)
+    owner = owner_ids(args)
+    with fs_access(args) as res:
+        fd = _open_or_none(res, path, O_PATH | os.O_NOFOLLOW)
+        if fd is not None:
+            try:
+                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+                if not is_dir and stat.S_ISLNK(os.fstat(fd).st_mode):
+                    followed = _open_or_none(res, path, O_PATH)
+                    if followed is not None:
+                        is_dir = stat.S_ISDIR(os.fstat(followed).st_mode)
+                        os.close(followed)
+            finally:
+                os.close(fd)
+            if is_dir and exist_ok:
+                return {"created": False}, b""
+            raise DaemonError("exists", "already exists: %s" % path)
+        return {"created": make_dir(res, path, mode, owner, parents)}, b""
+
+
+def _rmtree_at(dirfd: int, name: str) -> None:
+    """Remove the directory ``name`` in ``dirfd`` and everything below it, never following links."""
+    stack = [(dirfd, name, -1)]  # (parent fd, name, own fd once open)
+    while stack:
+        parent, entry_name, fd = stack[-1]
+        if fd < 0:
+            fd = os.open(entry_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            stack[-1] = (parent, entry_name, fd)
+        subdir = None
+        with os.scandir(fd) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    subdir = entry.name
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+        if subdir is not None:
+            stack.append((fd, subdir, -1))
+            continue
+        os.close(fd)
+        stack.pop()
+        os.rmdir(entry_name, dir_fd=parent)
+
+
+def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
+    path = abspath(args)
+    recursive = get(args, "recursive", bool, False)
+    missing_ok = get(args, "missing_ok", bool, False)
+    with fs_access(args) as res:
+        try:
+            dirfd, name = res.parent(path, follow=False)
+        except _MISSING:
+            dirfd, name = -1, ""
+        try:
+            st = None
+            if dirfd >= 0:
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            if st is None:
+                if missing_ok:
+                    return {"removed": False}, b""
+                raise DaemonError("not_found", "no such file or directory: %s" % path)
+            if stat.S_ISDIR(st.st_mode):
+                if recursive:
+                    _rmtree_at(dirfd, name)
+                else:
+                    try:
+                        os.rmdir(name, dir_fd=dirfd)
+                    except OSError as exc:
+                        if exc.errno == errno.ENOTEMPTY:
+                            raise DaemonError("io_error", "directory not empty (pass recursive): %s" % path) from None
+                        raise
+            else:
+                os.unlink(name, dir_fd=dirfd)  # a symlink is removed, never its target
+        finally:
+            if dirfd >= 0:
+                os.close(dirfd)
+    return {"removed": True}, b""
+
+
+def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
+    src = abspath(args, "src")
+    dst = abspath(args, "dst")
+    overwrite = get(args, "overwrite", bool, True)
+    with fs_access(args) as res:
+        src_dir, src_name = res.parent(src, follow=False)
+        try:
+            dst_dir, dst_name = res.parent(dst, follow=False)
+        except BaseException:
+            os.close(src_dir)
+            raise
+        try:
+            if overwrite:
+                os.rename(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+                return {}, b""
+            err = rename_noreplace(src_dir, src_name, dst_dir, dst_name) if rename_noreplace else errno.ENOSYS
+            if err in (errno.ENOSYS, errno.EINVAL):
+                # No atomic no-replace here (old libc or a file system without it): check, then rename.
+                try:
+                    os.stat(dst_name, dir_fd=dst_dir, follow_symlinks=False)
+                except FileNotFoundError:
+                    os.rename(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+                    return {}, b""
+                raise DaemonError("exists", "destination exists: %s" % dst)
+            if err:
+                raise OSError(err, os.strerror(err), dst if err == errno.EEXIST else src)
+            return {}, b""
+        finally:
+            os.close(src_dir)
+            os.close(dst_dir)
+
+
+OPS: Dict[str, Callable[[Dict[str, Any], bytes], Reply]] = {
+    "stat": op_stat,
+    "read": op_read,
+    "list": op_list,
+    "walk": op_walk,
+    "mkdir": op_mkdir,
+    "remove": op_remove,
+    "rename": op_rename,
+}

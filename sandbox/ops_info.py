@@ -1,0 +1,27 @@
+"""The ping op: what this daemon is and what the kernel under it can enforce."""
+
+import os
+import platform
+import shutil
+from typing import Any, Callable, Dict
+
+from . import __version__
+from .errors import Reply
+from .protocol import PROTOCOL_VERSION
+
+
+def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
+    return (
+        {
+            "version": __version__,
+            "protocol": PROTOCOL_VERSION,
+            "python": platform.python_version(),
+            "rg": shutil.which("rg"),
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+        },
+        b"",
+    )
+
+
+OPS: Dict[str, Callable[[Dict[str, Any], bytes], Reply]] = {"ping": op_ping}
