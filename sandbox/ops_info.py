@@ -5,7 +5,7 @@ import platform
 import shutil
 from typing import Any, Callable, Dict
 
-from . import __version__
+from . import __version__, landlock
 from .errors import Reply
 from .protocol import PROTOCOL_VERSION
 
@@ -19,6 +19,7 @@ def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
             "rg": shutil.which("rg"),
             "pid": os.getpid(),
             "uid": os.getuid(),
+            "landlock": landlock.abi(),
         },
         b"",
     )

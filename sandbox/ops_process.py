@@ -44,6 +44,8 @@ def op_exec(args: Dict[str, Any], blob: bytes) -> Reply:
             stderr_truncated=err.total > len(err.buf),
             duration=round((proc.exit_t or time.monotonic()) - proc.t0, 6),
         )
+        if proc.confined is not None:
+            result["confined"] = proc.confined
         return result, bytes(out.buf + err.buf)
 
 
@@ -60,7 +62,10 @@ def op_spawn(args: Dict[str, Any], blob: bytes) -> Reply:
     if blob:
         with contextlib.suppress(DaemonError):  # exited without reading it all: the task still exists
             proc.write_stdin(blob, close=not keep_stdin)
-    return {"task_id": task_id, "pid": proc.pid}, b""
+    result: Dict[str, Any] = {"task_id": task_id, "pid": proc.pid}
+    if proc.confined is not None:
+        result["confined"] = proc.confined
+    return result, b""
 
 
 def _offset(args: Dict[str, Any], name: str, stream: Stream) -> int:

@@ -30,6 +30,7 @@ class Proc:
         self.exit_code: Optional[int] = None
         self.signal: Optional[int] = None
         self.timed_out = False
+        self.confined: Optional[bool] = None  # asked to be confined: whether Landlock applies
         self.started = time.time()
         self.ended: Optional[float] = None
         self.t0 = time.monotonic()

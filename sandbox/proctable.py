@@ -21,10 +21,11 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from .errors import DaemonError, get
 from .ioloop import IOLoop
+from .landlock import ruleset_for
 from .process import Proc
 from .proctree import kill_tree, send, signal_tree
 from .spawn import make_preexec
@@ -53,7 +54,18 @@ class ProcessTable:
 
     def start(self, proc: Proc, stdin_pipe: bool, timeout: Optional[float]) -> None:
         spec = proc.spec
-        preexec = make_preexec(spec.user)
+        ruleset = -1
+        if spec.confine is not None:
+            ruleset, proc.confined = ruleset_for(spec.confine)
+        try:
+            preexec = make_preexec(spec.user, ruleset)
+            self._start(proc, preexec, stdin_pipe, timeout)
+        finally:
+            if ruleset >= 0:
+                os.close(ruleset)
+
+    def _start(self, proc: Proc, preexec: Callable[[], None], stdin_pipe: bool, timeout: Optional[float]) -> None:
+        spec = proc.spec
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         if stdin_pipe:
@@ -98,7 +110,10 @@ class ProcessTable:
             proc.out.fd = proc.err.fd = -1
             if isinstance(exc, subprocess.SubprocessError):
                 # Only setgroups/setgid/setuid can fail in the child (e.g. no CAP_SETUID).
-                raise DaemonError("permission_denied", "cannot run as user %s (uid %d)" % (spec.user.name, spec.user.uid)) from None
+                what = "confined " if spec.confine is not None else ""
+                raise DaemonError(
+                    "permission_denied", "cannot run %sas user %s (uid %d)" % (what, spec.user.name, spec.user.uid)
+                ) from None
             raise
         finally:
             for fd in child_ends:

@@ -1,5 +1,5 @@
-"""How a command is started: its spec (argv, cwd, environment, user) and what runs in
-the child between fork and exec (credentials, subreaper).
+"""How a command is started: its spec (argv, cwd, environment, user, confinement) and what
+runs in the child between fork and exec (Landlock, credentials, subreaper).
 """
 
 import os
@@ -7,7 +7,9 @@ import shlex
 import shutil
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
+from . import landlock
 from .errors import DaemonError, get
+from .landlock import Confine, parse_confine
 from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
 from .users import UserInfo, configure_agent, resolve_user
 
@@ -74,10 +76,11 @@ class Spec(NamedTuple):
     cwd: str
     env: Dict[str, str]
     user: UserInfo
+    confine: Optional[Confine] = None
 
 
 
-def make_preexec(user: UserInfo) -> Callable[[], None]:
+def make_preexec(user: UserInfo, ruleset: int = -1) -> Callable[[], None]:
     """The function run between fork and exec: only pre-bound calls, no imports or lookups."""
     prctl_ = prctl
     euid = os.geteuid()
@@ -87,7 +90,11 @@ def make_preexec(user: UserInfo) -> Callable[[], None]:
     uid, gid, groups = user.uid, user.gid, list(user.groups)
     setgroups, setgid, setuid = os.setgroups, os.setgid, os.setuid
 
+    restrict = landlock.restrict_self
+
     def preexec() -> None:
+        if ruleset >= 0:
+            restrict(ruleset)  # first: nothing below runs unconfined
         if prctl_ is not None:
             prctl_(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if change_ids:
@@ -137,5 +144,5 @@ def parse_spec(args: Dict[str, Any]) -> Spec:
                 env[key] = value
             else:
                 raise DaemonError("bad_request", "environment value of %s must be a string or null" % key)
-    return Spec(argv, executable, display, cwd, env, user)
+    return Spec(argv, executable, display, cwd, env, user, parse_confine(args.get("confine")))
 

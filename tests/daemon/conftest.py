@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_client import Client, marked_pids, start_daemon, wait_for
+from daemon_client import Client, marked_pids, start_container_daemon, start_daemon, wait_for
 
 
 @pytest.fixture
@@ -34,3 +34,15 @@ def daemon(tmp_path: Path) -> Iterator[Client]:
 @pytest.fixture
 def ws(daemon: Client) -> Path:
     return daemon.workspace
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    """A daemon in a hardened container of the sandbox image (agent user ``agent``, uid 1000),
+    shared by the tests of one module."""
+    client = start_container_daemon(tmp_path_factory.mktemp("box"))
+    try:
+        client.result(client.send("ping"), timeout=120)
+        yield client
+    finally:
+        assert client.close() == 0, client.stderr()

@@ -236,3 +236,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, interval: float
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def as_root(box: Client, command: str) -> bytes:
+    """Run a set-up command as root (unconfined); its stdout."""
+    result, out, err = box.run(command, user="root")
+    assert result["exit_code"] == 0, err
+    return out

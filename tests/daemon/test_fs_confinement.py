@@ -2,11 +2,10 @@
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_client import CallError, Client, start_container_daemon
+from daemon_client import CallError, Client, as_root
 
 from sandbox import pathres
 
@@ -121,20 +120,6 @@ def test_resolver_both_ways(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ope
 # ---------------------------------------------------------------- the agent's credentials (container)
 
 
-@pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    client = start_container_daemon(tmp_path_factory.mktemp("box"))
-    try:
-        client.result(client.send("ping"), timeout=120)
-        yield client
-    finally:
-        client.close()
-
-
-def as_root(box: Client, command: str) -> bytes:
-    result, out, err = box.run(command, user="root")
-    assert result["exit_code"] == 0, err
-    return out
 
 
 def test_as_user_gets_the_agents_permissions(box: Client) -> None:

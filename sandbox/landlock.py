@@ -1,0 +1,150 @@
+"""Landlock confinement of commands: the level the host approved, enforced by the kernel.
+
+A ruleset is built in the daemon (``ruleset_for``) and applied in the child between fork
+and exec with two calls (no_new_privs, landlock_restrict_self); every descendant inherits
+it. Levels:
+
+* ``safe``: read and execute everywhere; write only /dev/null, /dev/zero, /dev/full, /dev/tty.
+* ``cautious``: as safe, plus every right beneath each of ``write_roots``.
+* ``dangerous``: no file-system restriction.
+
+All levels: no TCP bind or connect unless ``network`` (ABI >= 4), and, ABI >= 6, no
+signals to processes outside the command's own domain (the daemon, other tasks) and no
+abstract unix sockets outside it. The daemon, outside every domain, still signals and
+kills confined processes.
+"""
+
+import ctypes
+import errno
+import os
+from typing import Any, NamedTuple, Optional, Tuple
+
+from . import syscalls
+from .errors import DaemonError
+
+LEVELS = ("safe", "cautious", "dangerous")
+
+ACCESS_FS_EXECUTE = 1 << 0
+ACCESS_FS_WRITE_FILE = 1 << 1
+ACCESS_FS_READ_FILE = 1 << 2
+ACCESS_FS_READ_DIR = 1 << 3
+ACCESS_FS_TRUNCATE = 1 << 14
+ACCESS_FS_IOCTL_DEV = 1 << 15
+ACCESS_NET_BIND_TCP = 1 << 0
+ACCESS_NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+RULE_PATH_BENEATH = 1
+CREATE_RULESET_VERSION = 1 << 0
+# Highest file-system right per ABI: 1: bits 0-12, 2: + REFER, 3-4: + TRUNCATE, 5+: + IOCTL_DEV.
+_FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15}
+DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_abi: Optional[int] = None
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (old kernel, disabled, gVisor)."""
+    global _abi
+    if _abi is None:
+        _abi = 0
+        if syscalls.syscall is not None:
+            version = syscalls.syscall(syscalls.SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), CREATE_RULESET_VERSION)
+            _abi = max(0, int(version))
+    return _abi
+
+
+class Confine(NamedTuple):
+    level: str
+    write_roots: Tuple[str, ...]
+    network: bool
+
+
+def parse_confine(value: Any) -> Optional[Confine]:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network}")
+    level = value.get("level")
+    if level not in LEVELS:
+        raise DaemonError("bad_request", "confine.level must be one of %s" % ", ".join(LEVELS))
+    roots = value.get("write_roots") or []
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r.startswith("/") and "\0" not in r for r in roots):
+        raise DaemonError("bad_request", "confine.write_roots must be a list of absolute paths")
+    network = value.get("network", False)
+    if not isinstance(network, bool):
+        raise DaemonError("bad_request", "confine.network must be a boolean")
+    return Confine(level, tuple(roots), network)
+
+
+def _call(number: int, *args: Any) -> int:
+    result = int(syscalls.syscall(number, *args))  # type: ignore[misc]
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _add_path(ruleset: int, path: str, allowed: int, file_rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # nothing there: nothing to allow
+    try:
+        if not os.path.isdir("/proc/self/fd/%d" % fd):
+            allowed &= file_rights  # a file rule may only carry the rights of files
+        attr = _PathBeneath(allowed, fd)
+        _call(syscalls.SYS_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0)
+    finally:
+        os.close(fd)
+
+
+def ruleset_for(confine: Confine) -> Tuple[int, bool]:
+    """A ruleset descriptor for ``confine`` (-1: nothing to apply) and whether the command
+    counts as confined (false only where the kernel has no Landlock)."""
+    version = abi()
+    if version <= 0:
+        return -1, False
+    fs_all = (1 << _FS_BITS.get(version, 16)) - 1
+    read = (ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR | ACCESS_FS_IOCTL_DEV) & fs_all
+    file_rights = (
+        ACCESS_FS_EXECUTE | ACCESS_FS_WRITE_FILE | ACCESS_FS_READ_FILE | ACCESS_FS_TRUNCATE | ACCESS_FS_IOCTL_DEV
+    ) & fs_all
+    handled_fs = 0 if confine.level == "dangerous" else fs_all
+    handled_net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if version >= 4 and not confine.network else 0
+    scoped = SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if version >= 6 else 0
+    if not (handled_fs or handled_net or scoped):
+        return -1, True  # this kernel can enforce nothing more for this level
+    attr = _RulesetAttr(handled_fs, handled_net, scoped)
+    ruleset = _call(syscalls.SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
+    try:
+        os.set_inheritable(ruleset, False)
+        if handled_fs:
+            _add_path(ruleset, "/", read, file_rights)
+            for path in DEV_FILES:
+                _add_path(ruleset, path, file_rights, file_rights)
+            if confine.level == "cautious":
+                for root in confine.write_roots:
+                    _add_path(ruleset, root, fs_all, file_rights)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset, True
+
+
+def restrict_self(ruleset: int) -> None:
+    """Confine the calling thread (the child, before exec)."""
+    if syscalls.prctl is None or syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(errno.EPERM, "no_new_privs")
+    _call(syscalls.SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
+

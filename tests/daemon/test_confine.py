@@ -1,0 +1,169 @@
+"""Landlock levels for exec and spawn, and the daemon's channel out of the agent's reach.
+
+All in a real container of the sandbox image, commands as the agent user.
+"""
+
+import time
+
+from daemon_client import Client, as_root, wait_for
+
+SAFE = {"level": "safe"}
+CAUTIOUS = {"level": "cautious", "write_roots": ["/workspace"]}
+DANGEROUS = {"level": "dangerous"}
+
+
+def attempt(box: Client, command: str, confine: dict | None, user: str = "agent") -> int:
+    args = {"confine": confine} if confine is not None else {}
+    result, _, _ = box.run(command, user=user, **args)
+    if confine is not None:
+        assert result["confined"] is True
+    return result["exit_code"]
+
+
+WRITES = {
+    "create /workspace": ("touch /workspace/new-{n}", "test -e /workspace/new-{n}"),
+    "modify /workspace": ("echo changed > /workspace/old-{n}", "grep -q changed /workspace/old-{n}"),
+    "delete /workspace": ("rm /workspace/old-{n}", "test ! -e /workspace/old-{n}"),
+    "mkdir /workspace": ("mkdir /workspace/dir-{n}", "test -d /workspace/dir-{n}"),
+    "create /tmp": ("touch /tmp/new-{n}", "test -e /tmp/new-{n}"),
+    "create /home/agent": ("touch /home/agent/new-{n}", "test -e /home/agent/new-{n}"),
+}
+
+
+def landed(box: Client, confine: dict, n: str) -> dict[str, bool]:
+    as_root(box, f"echo old > /workspace/old-{n}; chown agent /workspace/old-{n}")
+    found = {}
+    for name, (command, check) in WRITES.items():
+        attempt(box, command.format(n=n), confine)
+        found[name] = box.run(check.format(n=n), user="root")[0]["exit_code"] == 0
+    return found
+
+
+def test_ping_reports_landlock(box: Client) -> None:
+    result, _ = box.call("ping")
+    assert result["landlock"] >= 1 and result["pid"] > 1
+
+
+def test_safe_writes_nothing(box: Client) -> None:
+    found = landed(box, SAFE, "safe")
+    print("safe:", len(found), "writes attempted, landed:", [k for k, v in found.items() if v])
+    assert not any(found.values())
+    assert attempt(box, "echo hi > /dev/null && echo hi >/dev/zero && cat /etc/hostname >/dev/null && ls / >/dev/null", SAFE) == 0
+    result, out, _ = box.run("cat /workspace/old-safe; echo $((6*7))", user="agent", confine=SAFE)
+    assert out == b"old\n42\n"
+    # Even root, confined safe, cannot write.
+    assert attempt(box, "touch /etc/safe-root", SAFE, user="root") != 0
+    assert box.run("test -e /etc/safe-root", user="root")[0]["exit_code"] == 1
+
+
+def test_cautious_writes_only_beneath_its_roots(box: Client) -> None:
+    found = landed(box, CAUTIOUS, "cautious")
+    print("cautious:", len(found), "writes attempted, landed:", [k for k, v in found.items() if v])
+    assert found == {
+        "create /workspace": True,
+        "modify /workspace": True,
+        "delete /workspace": True,
+        "mkdir /workspace": True,
+        "create /tmp": False,
+        "create /home/agent": False,
+    }
+    assert attempt(box, "touch /etc/cautious-root", CAUTIOUS, user="root") != 0  # root's DAC override does not help
+    assert box.run("test -e /etc/cautious-root", user="root")[0]["exit_code"] == 1
+
+
+def test_dangerous_writes_like_the_agent(box: Client) -> None:
+    found = landed(box, DANGEROUS, "dangerous")
+    print("dangerous: landed:", [k for k, v in found.items() if v])
+    assert all(found.values())
+
+
+def test_confined_commands_cannot_signal_outside_their_domain(box: Client) -> None:
+    daemon_pid = box.call("ping")[0]["pid"]
+    task = box.call("spawn", argv=["sleep", "300"], user="agent")[0]
+    other = task["pid"]  # the agent's own process, but outside the confined domain
+    try:
+        for confine in (SAFE, CAUTIOUS, DANGEROUS):
+            assert attempt(box, f"kill -0 {daemon_pid}", confine) != 0
+            assert attempt(box, f"kill -0 {other}", confine) != 0
+            assert attempt(box, "sleep 5 & kill $!", confine) == 0  # inside its own domain: fine
+        assert attempt(box, f"kill -0 {other}", None) == 0  # unconfined: the agent may
+    finally:
+        box.call("task_signal", task_id=task["task_id"])
+
+
+LISTEN = "import socket,time; s=socket.socket(); s.bind(('127.0.0.1', 8765)); s.listen(); print('up', flush=True); time.sleep(60)"
+CONNECT = "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8765), timeout=2)\""
+
+
+def test_no_tcp_without_network(box: Client) -> None:
+    task = box.call("spawn", argv=["python3", "-c", LISTEN], user="agent")[0]["task_id"]
+    try:
+        assert box.call("task_read", task_id=task, wait=10)[1] == b"up\n"
+        assert attempt(box, CONNECT, None) == 0
+        for confine in (SAFE, CAUTIOUS, DANGEROUS):
+            _, _, err = box.run(CONNECT, user="agent", confine=confine)
+            assert b"PermissionError" in err, err
+        assert attempt(box, CONNECT, dict(SAFE, network=True)) == 0
+        bind = "python3 -c \"import socket; socket.socket().bind(('127.0.0.1', 8766))\""
+        assert attempt(box, bind, SAFE) != 0 and attempt(box, bind, dict(SAFE, network=True)) == 0
+    finally:
+        box.call("task_signal", task_id=task)
+
+
+def test_background_tasks_and_grandchildren_are_confined(box: Client) -> None:
+    command = "touch /tmp/bg-direct; (setsid sh -c 'sleep 0.3; touch /tmp/bg-grandchild' &); sleep 0.6"
+    task = box.call("spawn", command=command, user="agent", confine=SAFE)[0]
+    assert task["confined"] is True
+    status, _ = box.call("task_wait", task_id=task["task_id"], timeout=10)
+    assert status["exit_code"] == 0
+    time.sleep(0.2)
+    tried = ["/tmp/bg-direct", "/tmp/bg-grandchild"]
+    landed_files = [p for p in tried if box.run(f"test -e {p}", user="root")[0]["exit_code"] == 0]
+    print("background:", len(tried), "writes attempted, landed:", landed_files)
+    assert landed_files == []
+
+
+def test_daemon_still_kills_confined_trees(box: Client) -> None:
+    command = "(setsid sleep 401 &); sleep 402"
+    started = time.monotonic()
+    result, _, _ = box.run(command, user="agent", confine=SAFE, timeout=0.5)
+    assert result["timed_out"] and time.monotonic() - started < 3
+    task = box.call("spawn", command="(setsid sleep 403 &); sleep 404", user="agent", confine=CAUTIOUS)[0]
+    time.sleep(0.2)
+    assert box.call("task_signal", task_id=task["task_id"])[0] == {"signalled": True}
+    box.call("task_wait", task_id=task["task_id"], timeout=5)
+
+    def left() -> bytes:
+        return box.run("pgrep -f 'sleep 40[1-4]' || true", user="root")[1]
+
+    assert wait_for(lambda: left() == b"", timeout=3.0), left()
+
+
+# ---------------------------------------------------------------- the daemon's channel
+
+
+def test_commands_hold_only_their_own_stdio(box: Client) -> None:
+    task = box.call("spawn", argv=["sleep", "30"], user="agent")[0]
+    confined = box.call("spawn", argv=["sleep", "30"], user="agent", confine=SAFE)[0]
+    try:
+        for pid in (task["pid"], confined["pid"]):
+            fds = as_root(box, f"ls /proc/{pid}/fd").split()
+            assert fds == [b"0", b"1", b"2"], fds
+        # exec too: the command lists its own descriptors (3 is ls's own directory handle).
+        _, out, _ = box.run("ls /proc/self/fd", user="agent")
+        assert out.split() == [b"0", b"1", b"2", b"3"]
+    finally:
+        box.call("task_signal", task_id=task["task_id"])
+        box.call("task_signal", task_id=confined["task_id"])
+
+
+def test_agent_cannot_reach_the_daemons_descriptors(box: Client) -> None:
+    pid = box.call("ping")[0]["pid"]
+    for target in (pid, 1):  # the daemon, and docker-init holding the attach stream
+        for confine in (None, DANGEROUS):
+            args = {"confine": confine} if confine else {}
+            result, _, err = box.run(f"echo injected > /proc/{target}/fd/1", user="agent", **args)
+            assert result["exit_code"] != 0 and b"Permission denied" in err, err
+            result, _, err = box.run(f"ls /proc/{target}/fd", user="agent", **args)
+            assert result["exit_code"] != 0 and b"Permission denied" in err, err
+    assert box.call("ping")[0]["pid"] == pid  # the channel still carries only frames
