@@ -11,7 +11,8 @@ Both engines give the same results for the same query:
 * Multiline mode: ``.`` matches newlines, and matches on touching lines form one result.
 * Results are sorted by path, then line; ``max_per_file`` and ``max_total`` cap them.
 
-args: ``root``, ``pattern``, ``engine`` ("rg" / "python" / "auto"), ``mode`` ("content" /
+args: ``root``, ``pattern``, ``as_user``, ``roots`` (as for every fs op; with ``roots`` an explicit
+file list is searched by the Python engine), ``engine`` ("rg" / "python" / "auto"), ``mode`` ("content" /
 "files" / "count"), ``fixed_strings``, ``ignore_case``, ``multiline``, ``paths_in_blob``,
 and for ripgrep's own walk: ``globs`` (override globs, later wins, ``!`` excludes),
 ``type_globs`` (a file type as name globs), ``hidden``, ``no_ignore``. Limits:
@@ -503,6 +504,10 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
     engine = q.engine if q.engine != "auto" else ("rg" if rg else "python")
     if engine == "rg" and not rg:
         raise DaemonError("bad_request", "ripgrep is not installed in this image")
+    if engine == "rg" and paths is not None and args.get("roots") is not None:
+        # ripgrep follows links in the paths it is given; the Python engine opens each one
+        # beneath the roots (same results, by design).
+        engine = "python"
     if engine == "python" and paths is None:
         raise DaemonError("bad_request", "the python engine searches the file list the host sends (paths_in_blob)")
     with fs_access(args) as res:
