@@ -6,7 +6,7 @@ Bound functions are plain calls afterwards, so they are safe between fork and ex
 
 import ctypes
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -107,7 +107,7 @@ def setfsgid(gid: int) -> int:
     return int(syscall(_numbers["setfsgid"], ctypes.c_uint(gid)))  # type: ignore[misc]
 
 
-def setgroups_thread(groups: "tuple[int, ...]") -> None:
+def setgroups_thread(groups: Tuple[int, ...]) -> None:
     array = (ctypes.c_uint * max(1, len(groups)))(*groups)
     _checked(syscall(_numbers["setgroups"], ctypes.c_size_t(len(groups)), array))  # type: ignore[misc]
 
