@@ -1,0 +1,99 @@
+"""Static risk classification of bash command lines.
+
+A command line is **safe** only when every part of it is understood and read-only,
+**cautious** when the only effect beyond reading is writing inside the workspace, and
+**dangerous** otherwise: unknown programs, deletions, network, interpreters, anything
+computed at run time that could change what runs, and anything this module cannot parse.
+Compound commands take the highest level of their parts. Known-destructive patterns
+(``rm -rf /``, ``mkfs``, ``dd if=``, fork bombs, ``curl … | sh`` …) are reported in
+``destructive`` so that the policy can refuse them outright.
+
+The tokenizer is our own (no shlex: it does not know ``$( )``, here-documents or ``[[ ]]``).
+It follows bash's quoting rules, recurses into command and process substitutions, and
+gives up (dangerous) on constructs it does not model: ``case``, function definitions,
+``select``, ``coproc``, arithmetic ``for``, array assignments.
+
+Relative write targets are checked against the caller's working directory when it is
+known, otherwise against "somewhere inside the workspace": a ``..`` that may leave it, a
+``cd`` to an unknown place or a ``~`` path counts as outside. The check is lexical; symbolic
+links inside the container are the container's business.
+
+Where each rule lives: :mod:`.lexer` (quoting, expansions, here-documents), :mod:`.parser`
+(lists, pipelines, compound commands), :mod:`.analysis` (substitutions, redirections,
+assignments, working directory, paths read and written), :mod:`.commands` (one module per
+family of commands), :mod:`.destructive` (patterns refused outright), :mod:`.variables`
+(variables that change what runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..levels import Level
+from ..paths import DEFAULT_PROTECTED_PATHS, DEFAULT_SECRET_EXCEPTIONS, DEFAULT_SECRET_PATTERNS, DEFAULT_WORKSPACE_ROOTS
+from .analysis import Analyzer
+from .destructive import backstop
+from .lexer import Lexer, ParseError
+from .result import BashClassification, BashSegment
+
+__all__ = ["MAX_COMMAND_LENGTH", "BashClassification", "BashSegment", "check_exec_metacharacters", "classify_bash"]
+
+_S, _D = Level.SAFE, Level.DANGEROUS
+MAX_COMMAND_LENGTH = 64 * 1024
+
+
+def classify_bash(
+    command: str,
+    *,
+    cwd: str | None = None,
+    workspace_roots: Sequence[str] = DEFAULT_WORKSPACE_ROOTS,
+    secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
+    secret_exceptions: Sequence[str] = DEFAULT_SECRET_EXCEPTIONS,
+    protected_paths: Sequence[str] = DEFAULT_PROTECTED_PATHS,
+) -> BashClassification:
+    """Classify a bash command line (see the module docstring for the rules)."""
+    a = Analyzer(workspace_roots, secret_patterns, secret_exceptions, protected_paths, cwd)
+    parsed = True
+    if len(command) > MAX_COMMAND_LENGTH:
+        a.effect(_D, "command too long to analyse")
+        parsed = False
+        hit = backstop(command)
+        if hit:
+            a.flag_destructive(hit, "matched in text that was not analysed")
+    elif "\x00" in command:
+        a.effect(_D, "command contains a NUL byte")
+        parsed = False
+    else:
+        try:
+            tokens = Lexer(command, 0).lex()
+            a.run_tokens(tokens)
+        except ParseError as exc:
+            a.reasons.clear()
+            a.segments.clear()
+            a.residual = _D
+            a.reason(f"cannot be parsed ({exc})")
+            parsed = False
+            hit = backstop(command)
+            if hit:
+                a.flag_destructive(hit, "matched in text that could not be parsed")
+    if a.destructive is not None:
+        a.residual = _D
+    level = a.level()
+    reasons = a.reasons or ([f"{level.value}: nothing to run"] if level is _S else [])
+    return BashClassification(
+        level=level,
+        reasons=reasons,
+        destructive=a.destructive,
+        segments=a.segments,
+        residual=a.residual,
+        parsed=parsed,
+    )
+
+
+def check_exec_metacharacters(command: str) -> str | None:
+    """Seed 004's shell tool runs one executable without a shell and rejects these before
+    execution; returns the rejection message, or None when the command is acceptable."""
+    for token in (";", "&&", "|", "`", "$("):
+        if token in command:
+            return f"Shell metacharacters are not allowed (found {token!r}); run a single executable with arguments."
+    return None

@@ -1,0 +1,304 @@
+"""How a parsed command line gets its level.
+
+Walks the simple commands in order: substitutions first, then redirections, assignments,
+``[[ ]]`` conditions and the command itself, whose rule comes from :mod:`.commands`. Keeps the
+possible working directories, checks the paths commands read and write, and collects
+segments, the residual level and reasons.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..levels import Level
+from ..paths import is_secret, is_within, matches_any, normalize
+from .commands import DOWNLOADERS, HANDLERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
+from .destructive import BLOCK_DEVICE_RE
+from .lexer import ASSIGN_RE, ParseError, Redir, Tok, Word
+from .parser import Simple, parse
+from .result import BashSegment
+from .variables import SENSITIVE_VAR_RE
+
+_S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
+# No real command line has this many commands; past it, analysis stops (dangerous).
+MAX_COMMANDS = 1000
+WS = "\x00workspace"  # cwd candidate: somewhere inside the workspace, exact place unknown
+DEV_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/zero", "/dev/tty", "/dev/fd/1", "/dev/fd/2"})
+
+
+@dataclass
+class Seg:
+    text: str
+    level: Level = _S
+
+    def add(self, level: Level) -> None:
+        if level > self.level:
+            self.level = level
+
+
+class Analyzer:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        secret_patterns: Sequence[str],
+        secret_exceptions: Sequence[str],
+        protected: Sequence[str],
+        cwd: str | None,
+    ) -> None:
+        self.roots = tuple(normalize(r) for r in roots)
+        self.secret_patterns = secret_patterns
+        self.secret_exceptions = secret_exceptions
+        self.protected = protected
+        self.cwds: set[str | None] = {normalize(cwd) if cwd and cwd.startswith("/") else WS}
+        self.reasons: list[str] = []
+        self.destructive: str | None = None
+        self.segments: list[BashSegment] = []
+        self.residual = _S
+        # Names of commands that ran, per nesting, for "download | shell" detection.
+        self.ran: list[str] = []
+
+    # ----------------------------------------------------------------- bookkeeping
+
+    def reason(self, text: str) -> None:
+        if text not in self.reasons:
+            self.reasons.append(text)
+
+    def flag_destructive(self, name: str, why: str) -> None:
+        if self.destructive is None:
+            self.destructive = name
+        self.reason(f"known-destructive pattern {name}: {why}")
+
+    def effect(self, level: Level, why: str) -> None:
+        """An effect outside any single command (redirection, assignment, expansion)."""
+        if level > self.residual:
+            self.residual = level
+        if level > _S:
+            self.reason(why)
+
+    def note(self, seg: Seg, level: Level, why: str) -> None:
+        seg.add(level)
+        self.reason(why)
+
+    def level(self) -> Level:
+        return max([self.residual, *(s.level for s in self.segments)])
+
+    # ----------------------------------------------------------------- paths
+
+    def inside(self, path: str) -> bool:
+        """Whether a (static) path is inside the workspace from every possible cwd."""
+        if path.startswith("~"):
+            return False
+        if path.startswith("/"):
+            return is_within(path, self.roots)
+        for cwd in self.cwds:
+            if cwd is None:
+                return False
+            if cwd == WS:
+                rel = normalize(path)
+                if rel == ".." or rel.startswith("../"):
+                    return False
+            elif not is_within(posixpath.join(cwd, path), self.roots):
+                return False
+        return True
+
+    def chdir(self, path: str | None) -> None:
+        """A ``cd`` to ``path`` (None: somewhere unknown). The old directories stay possible:
+        the cd may fail, run conditionally or in a subshell."""
+        if path is None:
+            self.cwds.add(None)
+            return
+        new: set[str | None] = set()
+        for cwd in self.cwds:
+            if path.startswith("/"):
+                new.add(normalize(path))
+            elif cwd is None:
+                new.add(None)
+            elif cwd == WS:
+                rel = normalize(path)
+                new.add(None if rel == ".." or rel.startswith("../") else WS)
+            else:
+                new.add(normalize(posixpath.join(cwd, path)))
+        self.cwds |= new
+
+    def absolute_candidates(self, path: str) -> list[str]:
+        if path.startswith("/"):
+            return [normalize(path)]
+        return [normalize(posixpath.join(c, path)) for c in self.cwds if c not in (None, WS)] or [normalize(path)]
+
+    def write(self, seg: Seg | None, word: Word, what: str) -> None:
+        """A write to ``word``; ``seg`` None means it is a redirection (residual)."""
+
+        def note(level: Level, why: str) -> None:
+            if seg is None:
+                self.effect(level, why)
+            else:
+                self.note(seg, level, why)
+
+        if word.value is None:
+            note(_D, f"{what} a path computed at run time")
+            return
+        path = word.value
+        if path in DEV_SINKS:
+            return
+        if path.startswith(("/dev/tcp/", "/dev/udp/")):
+            note(_D, f"{what} a network socket")
+            return
+        if BLOCK_DEVICE_RE.match(path):
+            self.flag_destructive("raw-device-write", f"{what} a block device")
+            note(_D, f"{what} a block device")
+            return
+        if word.glob and re.search(r"(^|/)\.[*?\[]", path):
+            note(_D, f"{what} a glob that may match '..'")
+            return
+        if not self.inside(path):
+            note(_D, f"{what} {path} outside the workspace")
+            return
+        for candidate in self.absolute_candidates(path):
+            if matches_any(self.protected, candidate):
+                note(_D, f"{what} {candidate}, which can make git run code")
+                return
+        note(_C, f"{what} the workspace")
+
+    def read(self, seg: Seg | None, word: Word) -> None:
+        if word.value is None:
+            if seg is None:
+                self.effect(_D, "reads from a path computed at run time")
+            return
+        path = word.value
+        level, why = _S, ""
+        if path.startswith(("/dev/tcp/", "/dev/udp/")):
+            level, why = _D, "reads from a network socket"
+        elif any(is_secret(p, self.secret_patterns, self.secret_exceptions) for p in self.absolute_candidates(path)):
+            level, why = _D, f"reads the secret file {posixpath.basename(path)}"
+        if level > _S:
+            if seg is None:
+                self.effect(level, why)
+            else:
+                self.note(seg, level, why)
+
+    # ----------------------------------------------------------------- walking
+
+    def run_tokens(self, tokens: list[Tok]) -> None:
+        stages: dict[int, list[tuple[int, list[str]]]] = {}
+        for simple in parse(tokens):
+            start = len(self.ran)
+            self.simple(simple)
+            stages.setdefault(simple.pipeline, []).append((simple.stage, self.ran[start:]))
+        for pipeline in stages.values():
+            downloaded = False
+            for _, names in sorted(pipeline, key=lambda item: item[0]):
+                if downloaded and any(n in INTERPRETERS for n in names):
+                    self.flag_destructive("download-piped-to-shell", "the output of a download is run by a shell or interpreter")
+                downloaded |= any(n in DOWNLOADERS for n in names)
+
+    def nested(self, item: Word | Redir) -> None:
+        """Analyse the substitutions inside a word or here-document (they run first)."""
+        for sub in item.subs:
+            self.run_tokens(sub)
+        for issue in item.issues:
+            self.effect(_D, issue)
+
+    def simple(self, s: Simple) -> None:
+        start = len(self.ran)
+        for w in (*s.assigns, *s.words):
+            self.nested(w)
+        for r in s.redirs:
+            self.nested(r.target)
+            self.nested(r)
+        substituted = self.ran[start:]
+        for r in s.redirs:
+            self.redirection(r)
+        if s.kind == "for":
+            var = s.assigns[0].raw
+            if SENSITIVE_VAR_RE.fullmatch(var):
+                self.effect(_D, f"the loop sets {var}, which changes what later commands run")
+            return
+        for w in s.assigns:
+            self.assignment(w)
+        if s.kind == "cond":
+            self.condition(s.words)
+            return
+        if not s.words:
+            return
+        mid = len(self.ran)
+        self.command(s.words)
+        if any(n in DOWNLOADERS for n in substituted) and any(n in INTERPRETERS for n in self.ran[mid:]):
+            self.flag_destructive("download-piped-to-shell", "a shell or interpreter runs the output of a download")
+
+    def assignment(self, word: Word) -> None:
+        m = ASSIGN_RE.match(word.raw)
+        assert m is not None
+        name = m.group(1)
+        if m.group(2):
+            self.effect(_D, f"array element assignment {name}[…] evaluates its subscript")
+        elif SENSITIVE_VAR_RE.fullmatch(name):
+            self.effect(_D, f"sets {name}, which changes what later commands run")
+
+    def redirection(self, r: Redir) -> None:
+        op, target = r.op, r.target
+        if op in ("<<", "<<-", "<<<"):
+            return
+        if op in (">&", "<&") and target.value is not None and re.fullmatch(r"\d+-?|-", target.value):
+            return
+        if op in ("<", "<&"):
+            self.read(None, target)
+            return
+        if op == "<>":
+            self.read(None, target)
+        self.write(None, target, "redirects output to")
+
+    def condition(self, words: list[Word]) -> None:
+        for i, w in enumerate(words):
+            if w.value in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
+                operands = words[i - 1 : i] + words[i + 1 : i + 2]
+                if any(not _numeric_operand(o) for o in operands):
+                    self.effect(_D, "[[ arithmetic comparison evaluates variables, which can run code")
+
+    def command(self, words: list[Word]) -> None:
+        """Classify one command (argv) as a segment of its own."""
+        if len(self.segments) >= MAX_COMMANDS:
+            raise ParseError(f"more than {MAX_COMMANDS} commands")
+        seg = Seg(" ".join(w.text for w in words))
+        self.segments.append(BashSegment(text=seg.text, level=_S))
+        index = len(self.segments) - 1
+        name = self._dispatch(seg, words)
+        self.segments[index] = BashSegment(text=seg.text, level=seg.level)
+        if name is not None:
+            self.ran.append(name)
+
+    def _dispatch(self, seg: Seg, words: list[Word]) -> str | None:
+        head = words[0]
+        if not head.static:
+            self.note(seg, _D, "the command name is computed at run time")
+            return None
+        name = head.value or ""
+        if "/" in name:
+            directory, base = posixpath.split(name)
+            if normalize(directory) not in STD_BIN_DIRS:
+                self.note(seg, _D, f"runs the program {name}")
+                return None
+            name = base
+        args = words[1:]
+        if name.startswith("mkfs") or name in ("mke2fs", "mkswap", "wipefs"):
+            self.flag_destructive("mkfs", f"{name} formats a filesystem")
+        probe = [w.value for w in args]
+        if name in VERSION_PROBES and (
+            probe == ["--version"] or (probe == ["-V"] and name.startswith("python")) or (probe == ["version"] and name == "go")
+        ):
+            self.note(seg, _S, f"{name}: version query")
+            return name
+        handler = HANDLERS.get(name)
+        if handler is None:
+            self.note(seg, _D, f"{name}: not a known read-only or workspace-only command")
+            return name
+        handler(self, seg, name, args)
+        return name
+
+
+def _numeric_operand(word: Word) -> bool:
+    if word.value is not None:
+        return re.fullmatch(r"-?\d+", word.value) is not None
+    return re.fullmatch(r'"?\$[?#$!]"?', word.raw) is not None
