@@ -12,7 +12,8 @@ from runtime.policy import Level, classify_bash
 S, C, D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 
 LEVELS: list[tuple[str, Level]] = [
-    # --- read-only commands
+    # --- read-only commands (recursive searches, history blobs, find -exec and xargs may reach
+    # secret files, so they are cautious: see test_bash_bypasses.py)
     ("ls", S),
     ("ls -la /workspace", S),
     ("pwd", S),
@@ -21,8 +22,8 @@ LEVELS: list[tuple[str, Level]] = [
     ("head -n 20 src/main.py", S),
     ("tail -f log.txt", S),
     ("wc -l *.py", S),
-    ("grep -rn TODO src/", S),
-    ("rg -i 'fn main' --type rust", S),
+    ("grep -rn TODO src/", C),
+    ("rg -i 'fn main' --type rust", C),
     ("find . -name '*.py' -type f", S),
     ("find . -maxdepth 2 -newermt 2024-01-01 -print0", S),
     ("which python3", S),
@@ -47,11 +48,11 @@ LEVELS: list[tuple[str, Level]] = [
     ("git status --porcelain", S),
     ("git log --oneline -n 10", S),
     ("git diff HEAD~1 -- src/", S),
-    ("git show HEAD:README.md", S),
+    ("git show HEAD:README.md", C),
     ("git branch --list", S),
     ("git branch -a", S),
     ("git --no-pager log -p", S),
-    ("git -C /workspace/repo status", S),
+    ("git -C /workspace/repo status", D),
     ("git stash list", S),
     ("git config --get user.name", S),
     ("git rev-parse --abbrev-ref HEAD", S),
@@ -77,9 +78,9 @@ LEVELS: list[tuple[str, Level]] = [
     ("diff <(sort a) <(sort b)", S),
     ("ls 2>/dev/null; echo $?", S),
     ("cat <<EOF\nhello $(whoami)\nEOF", S),
-    ("find . -name '*.md' -exec grep -l caisson {} \\;", S),
-    ("find . -type f | xargs grep -n TODO", S),
-    ("timeout 30 grep -r foo .", S),
+    ("find . -name '*.md' -exec grep -l caisson {} \\;", C),
+    ("find . -type f | xargs grep -n TODO", C),
+    ("timeout 30 grep -r foo .", C),
     ("LC_ALL=C sort file", S),
     ("set -euo pipefail; ls", S),
     ("export FOO=bar", S),
@@ -104,7 +105,7 @@ LEVELS: list[tuple[str, Level]] = [
     ("sort -o sorted.txt data.txt", C),
     ("cd /workspace/app && touch x", C),
     ("find . -name '*.txt' -fprint found.txt", C),
-    ("ln -s src/app.py app.py", C),
+    ("ln -s src/app.py app.py", D),
     ("git apply fix.patch", C),
     ("git diff --output=changes.diff", C),
     # --- dangerous: deletes, execution, network, outside the workspace

@@ -11,18 +11,30 @@ Compound commands take the highest level of their parts. Known-destructive patte
 The tokenizer is our own (no shlex: it does not know ``$( )``, here-documents or ``[[ ]]``).
 It follows bash's quoting rules, recurses into command and process substitutions, and
 gives up (dangerous) on constructs it does not model: ``case``, function definitions,
-``select``, ``coproc``, arithmetic ``for``, array assignments.
+``select``, ``coproc``, arithmetic ``for`` and ``(( ))``, array assignments.
 
-Relative write targets are checked against the caller's working directory when it is
-known, otherwise against "somewhere inside the workspace": a ``..`` that may leave it, a
-``cd`` to an unknown place or a ``~`` path counts as outside. The check is lexical; symbolic
-links inside the container are the container's business.
+bash's own ways of running code count as such: arithmetic on variables (``$(( ))``,
+``$[ ]``, ``let``, ``[[ -eq ]]``) and every builtin that evaluates an array subscript
+(``test -v``, ``read``, ``unset``, ``printf -v``, ``declare``, ``wait -p``, ``${!x}``), since
+a subscript runs ``$(...)``; ``eval``, ``source``, ``exec``, ``command``, ``builtin``,
+``jobs -x``, ``trap`` and assignments to ``PROMPT_COMMAND``, ``BASH_ENV`` and the like.
+
+Paths are resolved against the directories the command may run in (the caller's ``cwd``,
+then every ``cd``/``pushd`` on the way; an unknown one makes relative writes count as
+outside the workspace). A glob or computed word stands for every path it may expand to:
+if one of them may be a secret file, reading it is dangerous; if one may be git's machinery
+(``.git/**``, hooks), writing it is. Searches that may reach secrets (recursive grep, rg,
+git grep, ``find -exec``, xargs, ``git show REV:path``) are cautious, dangerous when their
+pattern or options may print the secret. The checks are lexical; symbolic links inside
+the container are the container's business (link creation is dangerous).
 
 Where each rule lives: :mod:`.lexer` (quoting, expansions, here-documents), :mod:`.parser`
 (lists, pipelines, compound commands), :mod:`.analysis` (substitutions, redirections,
-assignments, working directory, paths read and written), :mod:`.commands` (one module per
-family of commands), :mod:`.destructive` (patterns refused outright), :mod:`.variables`
-(variables that change what runs).
+assignments, conditions, how a command gets its level), :mod:`.places` (working
+directories, workspace, secret and protected paths), :mod:`.globs` (may a glob match a
+policy pattern), :mod:`.commands` (one module per family of commands),
+:mod:`.destructive` (patterns refused outright), :mod:`.variables` (variables that change
+what runs, subscripts that get evaluated).
 """
 
 from __future__ import annotations

@@ -14,18 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..levels import Level
-from ..paths import is_secret, is_within, matches_any, normalize
+from ..paths import normalize
 from .commands import DOWNLOADERS, HANDLERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
 from .destructive import BLOCK_DEVICE_RE
 from .lexer import ASSIGN_RE, ParseError, Redir, Tok, Word
 from .parser import Simple, parse
+from .places import Places
 from .result import BashSegment
-from .variables import SENSITIVE_VAR_RE
+from .variables import SENSITIVE_VAR_RE, evaluates_subscript
 
 _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 # No real command line has this many commands; past it, analysis stops (dangerous).
 MAX_COMMANDS = 1000
-WS = "\x00workspace"  # cwd candidate: somewhere inside the workspace, exact place unknown
 DEV_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/zero", "/dev/tty", "/dev/fd/1", "/dev/fd/2"})
 
 
@@ -48,11 +48,7 @@ class Analyzer:
         protected: Sequence[str],
         cwd: str | None,
     ) -> None:
-        self.roots = tuple(normalize(r) for r in roots)
-        self.secret_patterns = secret_patterns
-        self.secret_exceptions = secret_exceptions
-        self.protected = protected
-        self.cwds: set[str | None] = {normalize(cwd) if cwd and cwd.startswith("/") else WS}
+        self.places = Places(roots, secret_patterns, secret_exceptions, protected, cwd)
         self.reasons: list[str] = []
         self.destructive: str | None = None
         self.segments: list[BashSegment] = []
@@ -88,96 +84,64 @@ class Analyzer:
     # ----------------------------------------------------------------- paths
 
     def inside(self, path: str) -> bool:
-        """Whether a (static) path is inside the workspace from every possible cwd."""
-        if path.startswith("~"):
-            return False
-        if path.startswith("/"):
-            return is_within(path, self.roots)
-        for cwd in self.cwds:
-            if cwd is None:
-                return False
-            if cwd == WS:
-                rel = normalize(path)
-                if rel == ".." or rel.startswith("../"):
-                    return False
-            elif not is_within(posixpath.join(cwd, path), self.roots):
-                return False
-        return True
+        return self.places.inside(path)
 
     def chdir(self, path: str | None) -> None:
-        """A ``cd`` to ``path`` (None: somewhere unknown). The old directories stay possible:
-        the cd may fail, run conditionally or in a subshell."""
-        if path is None:
-            self.cwds.add(None)
-            return
-        new: set[str | None] = set()
-        for cwd in self.cwds:
-            if path.startswith("/"):
-                new.add(normalize(path))
-            elif cwd is None:
-                new.add(None)
-            elif cwd == WS:
-                rel = normalize(path)
-                new.add(None if rel == ".." or rel.startswith("../") else WS)
-            else:
-                new.add(normalize(posixpath.join(cwd, path)))
-        self.cwds |= new
+        self.places.chdir(path)
 
-    def absolute_candidates(self, path: str) -> list[str]:
-        if path.startswith("/"):
-            return [normalize(path)]
-        return [normalize(posixpath.join(c, path)) for c in self.cwds if c not in (None, WS)] or [normalize(path)]
+    def _note(self, seg: Seg | None, level: Level, why: str) -> None:
+        if seg is None:
+            self.effect(level, why)
+        else:
+            self.note(seg, level, why)
 
     def write(self, seg: Seg | None, word: Word, what: str) -> None:
         """A write to ``word``; ``seg`` None means it is a redirection (residual)."""
-
-        def note(level: Level, why: str) -> None:
-            if seg is None:
-                self.effect(level, why)
-            else:
-                self.note(seg, level, why)
-
         if word.value is None:
-            note(_D, f"{what} a path computed at run time")
+            self._note(seg, _D, f"{what} a path computed at run time")
             return
         path = word.value
         if path in DEV_SINKS:
             return
         if path.startswith(("/dev/tcp/", "/dev/udp/")):
-            note(_D, f"{what} a network socket")
+            self._note(seg, _D, f"{what} a network socket")
             return
         if BLOCK_DEVICE_RE.match(path):
             self.flag_destructive("raw-device-write", f"{what} a block device")
-            note(_D, f"{what} a block device")
+            self._note(seg, _D, f"{what} a block device")
             return
         if word.glob and re.search(r"(^|/)\.[*?\[]", path):
-            note(_D, f"{what} a glob that may match '..'")
+            self._note(seg, _D, f"{what} a glob that may match '..'")
             return
         if not self.inside(path):
-            note(_D, f"{what} {path} outside the workspace")
+            self._note(seg, _D, f"{what} {path} outside the workspace")
             return
-        for candidate in self.absolute_candidates(path):
-            if matches_any(self.protected, candidate):
-                note(_D, f"{what} {candidate}, which can make git run code")
-                return
-        note(_C, f"{what} the workspace")
+        hit = self.places.protected_path(word)
+        if hit is not None:
+            self._note(seg, _D, f"{what} {hit}, which can make git run code")
+            return
+        self._note(seg, _C, f"{what} the workspace")
 
-    def read(self, seg: Seg | None, word: Word) -> None:
-        if word.value is None:
-            if seg is None:
-                self.effect(_D, "reads from a path computed at run time")
-            return
+    def read(self, seg: Seg | None, word: Word, *, reveals: bool = True) -> None:
+        """A read of ``word``. ``reveals`` False: only some of the content comes out (a search
+        for an ordinary pattern), so a file that only may be a secret is cautious."""
         path = word.value
-        level, why = _S, ""
-        if path.startswith(("/dev/tcp/", "/dev/udp/")):
-            level, why = _D, "reads from a network socket"
-        elif any(is_secret(p, self.secret_patterns, self.secret_exceptions) for p in self.absolute_candidates(path)):
-            level, why = _D, f"reads the secret file {posixpath.basename(path)}"
-        if level > _S:
-            if seg is None:
-                self.effect(level, why)
-            else:
-                self.note(seg, level, why)
+        if path is not None and path.startswith(("/dev/tcp/", "/dev/udp/")):
+            self._note(seg, _D, "reads from a network socket")
+            return
+        if path is None and seg is None:
+            self.effect(_D, "reads from a path computed at run time")
+            return
+        hit = self.places.secret(word)
+        if hit is None:
+            return
+        name, certain = hit
+        if certain:
+            self._note(seg, _D, f"reads the secret file {name}")
+        elif reveals:
+            self._note(seg, _D, f"reads {word.text}, which may name a secret file ({name})")
+        else:
+            self._note(seg, _C, f"searches {word.text}, which may name a secret file ({name})")
 
     # ----------------------------------------------------------------- walking
 
@@ -251,6 +215,8 @@ class Analyzer:
         self.write(None, target, "redirects output to")
 
     def condition(self, words: list[Word]) -> None:
+        if evaluates_subscript(words):
+            self.effect(_D, "[[ -v: the array subscript is evaluated, which can run code")
         for i, w in enumerate(words):
             if w.value in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
                 operands = words[i - 1 : i] + words[i + 1 : i + 2]

@@ -15,6 +15,40 @@ MAX_DEPTH = 12
 OPENERS = frozenset({"{", "!", "time", "if", "then", "elif", "else", "while", "until", "do"})
 
 
+# In a word's glob pattern: a part computed at run time (matches anything, "/" included).
+# A NUL cannot occur in a command line, so it cannot be confused with a character.
+ANY = "\x00"
+
+
+def escape_glob(text: str) -> str:
+    """``text`` as a glob that matches only itself."""
+    return re.sub(r"([*?\[\]\\\x00])", r"\\\1", text)
+
+
+class _Buf:
+    """A word being read: its value (quotes removed) and the glob its expansions match."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.pattern: list[str] = []
+        # Inside a brace expansion, which the pattern covers with one ANY.
+        self.muted = False
+
+    def lit(self, chars: str) -> None:
+        self.text.append(chars)
+        if not self.muted:
+            self.pattern.append(escape_glob(chars))
+
+    def glob(self, char: str) -> None:
+        self.text.append(char)
+        if not self.muted:
+            self.pattern.append(char)
+
+    def expansion(self) -> None:
+        if not self.muted:
+            self.pattern.append(ANY)
+
+
 class ParseError(Exception):
     """The line is not valid bash as far as we can tell, or uses a construct we don't model."""
 
@@ -29,6 +63,16 @@ class Word:
     subs: list[list[Tok]] = field(default_factory=list)
     # Constructs that can run code by themselves (e.g. arithmetic on variables).
     issues: list[str] = field(default_factory=list)
+    # What the word may expand to, as a glob (see :func:`escape_glob`); None: derived from
+    # ``value`` (a literal) or, for a computed word, anything at all.
+    pattern: str | None = None
+
+    @property
+    def glob_pattern(self) -> str:
+        """A glob every expansion of the word matches; ANY stands for a computed part."""
+        if self.pattern is not None:
+            return self.pattern
+        return ANY if self.value is None else escape_glob(self.value)
 
     @property
     def static(self) -> bool:
@@ -125,6 +169,8 @@ class Lexer:
                     self.pos += len(op)
                     toks.append(Word(op, op))
                     continue
+            if c == "(" and self.peek(1) == "(" and cmd_start and not dbracket:
+                raise ParseError("arithmetic command (( ))")
             if c in "<>" and self.peek(1) == "(":
                 toks.append(self._process_substitution())
                 cmd_start = False
@@ -160,7 +206,8 @@ class Lexer:
         start = self.pos
         self.pos += 2
         inner = self.lex(until_paren=True)
-        return Word(self.src[start : self.pos], None, subs=[inner])
+        # It expands to a pipe's name (/dev/fd/N), never to a file of the workspace.
+        return Word(self.src[start : self.pos], None, subs=[inner], pattern="/dev/fd/63")
 
     def _redirection(self, op: str) -> Redir:
         while self.peek() in (" ", "\t"):
@@ -190,34 +237,37 @@ class Lexer:
                 lines.append(line)
             if expand:
                 body = Lexer("\n".join(lines), self.depth + 1)
-                body._double_quoted([], redir.subs, redir.issues, terminator=None)
+                body._double_quoted(_Buf(), redir.subs, redir.issues, terminator=None)
         self.heredocs.clear()
 
     def _word(self) -> Word:
         start = self.pos
-        buf: list[str] = []
+        buf = _Buf()
         subs: list[list[Tok]] = []
         issues: list[str] = []
-        dynamic = glob = False
+        dynamic = glob = in_class = False
+        brace_end = -1
         while self.pos < len(self.src):
             c = self.src[self.pos]
             if c in _WORD_BREAK:
                 break
+            if buf.muted and self.pos >= brace_end:
+                buf.muted = False
             if c == "\\":
                 nxt = self.peek(1)
                 if nxt == "\n":
                     self.pos += 2
                 elif not nxt:
-                    buf.append("\\")
+                    buf.lit("\\")
                     self.pos += 1
                 else:
-                    buf.append(nxt)
+                    buf.lit(nxt)
                     self.pos += 2
             elif c == "'":
                 end = self.src.find("'", self.pos + 1)
                 if end < 0:
                     raise ParseError("unterminated single quote")
-                buf.append(self.src[self.pos + 1 : end])
+                buf.lit(self.src[self.pos + 1 : end])
                 self.pos = end + 1
             elif c == '"':
                 self.pos += 1
@@ -226,15 +276,31 @@ class Lexer:
                 dynamic |= self._dollar(buf, subs, issues, in_double_quotes=False)
             elif c == "`":
                 self._backticks(subs)
+                buf.expansion()
                 dynamic = True
             else:
-                if c in "*?" or (c == "{" and _BRACE_RE.match(self.src, self.pos)) or (c == "[" and self._closes_bracket()):
+                brace = _BRACE_RE.match(self.src, self.pos) if c == "{" and not buf.muted else None
+                if brace is not None:
                     glob = True
-                buf.append(c)
+                    buf.expansion()
+                    buf.muted = True
+                    brace_end = brace.end()
+                    buf.lit(c)
+                elif (c in "*?" and not in_class) or (c == "[" and not in_class and self._closes_bracket()):
+                    glob = True
+                    in_class = c == "["
+                    buf.glob(c)
+                elif c == "]" and in_class:
+                    in_class = False
+                    buf.glob(c)
+                else:
+                    buf.lit(c)
                 self.pos += 1
         if self.pos == start:
             raise ParseError(f"unexpected {self.peek()!r}")
-        return Word(self.src[start : self.pos], None if dynamic else "".join(buf), glob, subs, issues)
+        value = None if dynamic else "".join(buf.text)
+        pattern = "".join(buf.pattern) + ("]" if in_class else "")
+        return Word(self.src[start : self.pos], value, glob, subs, issues, pattern)
 
     def _closes_bracket(self) -> bool:
         """A "[" is a glob only with a "]" later in the same word ("[" alone is the test command)."""
@@ -246,7 +312,7 @@ class Lexer:
         return False
 
     def _double_quoted(
-        self, buf: list[str], subs: list[list[Tok]], issues: list[str], terminator: str | None
+        self, buf: _Buf, subs: list[list[Tok]], issues: list[str], terminator: str | None
     ) -> bool:
         """Scan a "..." body (or an expanded here-document when terminator is None)."""
         dynamic = False
@@ -262,29 +328,39 @@ class Lexer:
                 return dynamic
             if c == "\\" and self.peek(1) and self.peek(1) in escapable:
                 if self.peek(1) != "\n":
-                    buf.append(self.peek(1))
+                    buf.lit(self.peek(1))
                 self.pos += 2
             elif c == "$":
                 dynamic |= self._dollar(buf, subs, issues, in_double_quotes=True)
             elif c == "`":
                 self._backticks(subs)
+                buf.expansion()
                 dynamic = True
             else:
-                buf.append(c)
+                buf.lit(c)
                 self.pos += 1
 
     def _dollar(
-        self, buf: list[str], subs: list[list[Tok]], issues: list[str], *, in_double_quotes: bool
+        self, buf: _Buf, subs: list[list[Tok]], issues: list[str], *, in_double_quotes: bool
     ) -> bool:
         """Handle a ``$`` at self.pos; True when it starts an expansion."""
         nxt = self.peek(1)
         if nxt == "'" and not in_double_quotes:
-            buf.append(self._ansi_c())
+            buf.lit(self._ansi_c())
             return False
         if nxt == '"' and not in_double_quotes:
             # $"..." (locale translation) behaves as "...".
             self.pos += 2
             return self._double_quoted(buf, subs, issues, terminator='"')
+        if nxt in ("(", "{", "[") or (nxt and (nxt.isalnum() or nxt in "_@*#?$!-")):
+            buf.expansion()
+        if nxt == "[":
+            # Old-style arithmetic $[ ... ]: the same evaluation as $(( ... )).
+            close = self._bracket_end(self.pos + 2)
+            if re.search(r"[A-Za-z_$`\[]", self.src[self.pos + 2 : close]):
+                issues.append("arithmetic expansion $[...] on variables can run code")
+            self.pos = close + 1
+            return True
         if nxt == "(":
             if self.peek(2) == "(":
                 end = self._arithmetic_end(self.pos + 3)
@@ -307,9 +383,22 @@ class Lexer:
         if nxt and nxt in "@*#?$!-":
             self.pos += 2
             return True
-        buf.append("$")
+        buf.lit("$")
         self.pos += 1
         return False
+
+    def _bracket_end(self, start: int) -> int:
+        """Index of the "]" that closes ``$[``."""
+        depth = 0
+        for i in range(start, len(self.src)):
+            c = self.src[i]
+            if c == "[":
+                depth += 1
+            elif c == "]":
+                if depth == 0:
+                    return i
+                depth -= 1
+        raise ParseError("unterminated $[")
 
     def _arithmetic_end(self, start: int) -> int | None:
         """Index of the closing "))" of ``$((``, or None when it is ``$( (…) )`` instead."""
@@ -357,6 +446,8 @@ class Lexer:
         rest = (m.group("rest") or "") if m else ""
         if m is None or re.search(r"\$[({]|`|[<>]\(", rest):
             issues.append("parameter expansion that may assign, evaluate or run code")
+        elif content.startswith("!") and not re.fullmatch(r"![A-Za-z_][A-Za-z0-9_]*(?:[@*]|\[[@*]\])", content):
+            issues.append("indirect expansion ${!name} evaluates the subscript the variable may hold")
 
     def _backticks(self, subs: list[list[Tok]]) -> None:
         self.pos += 1

@@ -3,12 +3,13 @@ declare/export/local, set, cd/pushd/popd."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ...levels import Level
 from ..argv import getopt
 from ..lexer import ASSIGN_RE, NAME_RE, Word
-from ..variables import SENSITIVE_VAR_RE
+from ..variables import SENSITIVE_VAR_RE, evaluates_subscript, plain_name
 from .registry import register
 
 if TYPE_CHECKING:
@@ -34,10 +35,48 @@ def _h_printf(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
 def _h_read(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     argv = getopt(args, "adinNptu")
     names = argv.operands + argv.values("-a")
-    if argv.unsure or any(w.value is None or SENSITIVE_VAR_RE.fullmatch(w.value) for w in names):
-        a.note(seg, _D, "read assigns a sensitive or computed variable")
+    if argv.unsure or any(not plain_name(w) or SENSITIVE_VAR_RE.fullmatch(w.value or "") for w in names):
+        a.note(seg, _D, "read assigns a sensitive, computed or subscripted variable (a subscript runs code)")
         return
     a.note(seg, _S, "read: sets shell variables")
+
+
+@register("test", "[")
+def _h_test(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
+    words = args[:-1] if name == "[" and args and args[-1].value == "]" else args
+    if evaluates_subscript(words):
+        a.note(seg, _D, f"{name} -v: the array subscript is evaluated, which can run code")
+        return
+    a.note(seg, _S, f"{name}: read-only")
+
+
+@register("unset")
+def _h_unset(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
+    for w in args:
+        if w.value in ("-v", "-f", "-n", "--"):
+            continue
+        if not plain_name(w):
+            a.note(seg, _D, "unset of a subscripted or computed name (the subscript is evaluated)")
+            return
+    a.note(seg, _S, "unset: removes shell variables")
+
+
+@register("wait")
+def _h_wait(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
+    argv = getopt(args, "p")
+    if argv.unsure or not all(plain_name(w) for w in argv.values("-p")):
+        a.note(seg, _D, "wait -p assigns a subscripted or computed name (the subscript is evaluated)")
+        return
+    a.note(seg, _S, "wait: waits for jobs")
+
+
+@register("jobs")
+def _h_jobs(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
+    argv = getopt(args)
+    if argv.unsure or argv.has("-x"):
+        a.note(seg, _D, "jobs -x runs a command")
+        return
+    a.note(seg, _S, "jobs: lists jobs")
 
 
 @register("export", "declare", "typeset", "local", "readonly")
@@ -112,9 +151,10 @@ def _h_set(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
 
 @register("cd", "pushd", "popd")
 def _h_cd(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
-    operands = [w for w in args if not (w.static and (w.value or "").startswith("-") and w.value != "-")]
+    operands = [w for w in args if not (w.static and re.fullmatch(r"-[LPe@n]+", w.value or ""))]
     target = operands[0] if operands else None
-    if name == "popd" or target is None or not target.static or (target.value or "").startswith(("~", "-")):
+    rotates = name == "pushd" and (target is None or (target.value or "").startswith(("+", "-")))
+    if name == "popd" or rotates or target is None or not target.static or (target.value or "").startswith(("~", "-")):
         a.chdir(None)
     else:
         a.chdir(target.value or "")

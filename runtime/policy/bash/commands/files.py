@@ -7,9 +7,9 @@ import re
 from typing import TYPE_CHECKING
 
 from ...levels import Level
-from ..argv import getopt
+from ..argv import Argv, getopt
 from ..destructive import root_like
-from ..lexer import Word
+from ..lexer import ANY, Word
 from .registry import register
 
 if TYPE_CHECKING:
@@ -50,18 +50,30 @@ def _h_write(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         targets = operands
     for w in argv.values("-r", "--reference"):
         a.read(seg, w)
-    if name == "cp":
+    if name in ("cp", "mv"):
+        # Copying or renaming a secret file gives its content a name that is not secret.
         for w in sources:
             a.read(seg, w)
     if name == "ln":
-        # A link out of the workspace turns later "workspace" writes into writes elsewhere.
-        for w in sources:
-            if w.value is None or not a.inside(w.value):
-                a.note(seg, _D, "ln links to a path outside the workspace")
+        # A link can point anywhere, and later "workspace" writes through it land there.
+        a.note(seg, _D, "ln creates a link, which can lead writes out of the workspace")
+    if name == "cp" and _copies_links(argv):
+        a.note(seg, _D, "cp creates or copies links (-s, -l, -a, -d, -P, -r without -L)")
     if not targets:
         a.note(seg, _C, f"{name}: writes files")
     for w in targets:
         a.write(seg, w, f"{name} writes")
+
+
+def _copies_links(argv: Argv) -> bool:
+    if argv.has("-s", "--symbolic-link", "-l", "--link", "-a", "--archive", "-d", "-P", "--no-dereference"):
+        return True
+    if any("links" in (w.value or "") or "all" in (w.value or "") for w in argv.values("--preserve")):
+        return True
+    if argv.has("--preserve") and not argv.values("--preserve"):
+        return False
+    # GNU cp -R copies the links it meets as links unless told to follow them.
+    return argv.has("-r", "-R", "--recursive") and not argv.has("-L", "--dereference")
 
 
 @register("chmod")
@@ -171,14 +183,18 @@ def _h_find(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             effects = True
         elif v in ("-exec", "-execdir", "-ok", "-okdir"):
             inner: list[Word] = []
+            found = _found_file(args)
             while i < len(args) and args[i].value not in (";", "+"):
-                inner.append(Word("{}", None) if args[i].value == "{}" else args[i])
+                inner.append(found if args[i].value == "{}" else args[i])
                 i += 1
             if i >= len(args) or not inner:
                 a.note(seg, _D, f"find {v} without a terminated command")
                 return
             i += 1
             effects = True
+            a.note(seg, _C, f"find {v} runs a command on the files it finds, which may be secret files")
+            if v in ("-execdir", "-okdir"):
+                a.chdir(None)  # the command runs in each file's directory
             a.command(inner)
         elif v in ("-fprint", "-fprint0", "-fls", "-fprintf"):
             if i < len(args):
@@ -192,4 +208,14 @@ def _h_find(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             return
     if not effects:
         a.note(seg, _S, "find: read-only")
+
+
+def _found_file(args: list[Word]) -> Word:
+    """The ``{}`` of -exec: a file whose name matches the one -name test, when the
+    expression is a plain conjunction; otherwise any path at all."""
+    values = [w.value for w in args]
+    names = [args[k + 1] for k, v in enumerate(values[:-1]) if v == "-name"]
+    if len(names) == 1 and names[0].static and not {"-o", "-or", "!", "-not", ","} & set(values):
+        return Word("{}", None, pattern=ANY + "/" + (names[0].value or ""))
+    return Word("{}", None)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...levels import Level
+from ..argv import getopt
 from ..lexer import Word
 from .registry import register
+from .search import search
 
 if TYPE_CHECKING:
     from ..analysis import Analyzer, Seg
@@ -39,7 +41,7 @@ _GIT_DANGER = {
     "daemon": "serves repositories",
     "credential": "handles credentials",
 }
-_GIT_GLOBAL_SAFE = frozenset({"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects", "--bare"})
+_GIT_GLOBAL_SAFE = frozenset({"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects"})
 
 
 @register("git")
@@ -52,10 +54,9 @@ def _h_git(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             a.note(seg, _D, "git: an argument computed at run time could be an option or alias")
             return
         v = w.value or ""
-        if v == "-C" and i + 1 < len(args):
-            repo = args[i + 1]
-            i += 2
-            continue
+        if v == "-C":
+            a.note(seg, _D, "git -C: the repository found in that directory (a bare one the agent made, say) may run code")
+            return
         if v in _GIT_GLOBAL_SAFE:
             i += 1
             continue
@@ -71,9 +72,12 @@ def _h_git(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         return
     sub = args[i].value or ""
     rest = args[i + 1 :]
+    if a.places.moved and sub not in ("version", "help"):
+        a.note(seg, _D, f"git {sub} after a cd: the repository found there (a bare one the agent made, say) may run code")
+        return
     if any(not w.static for w in rest):
         # Pathspecs and messages may be variables; options could hide behind them.
-        if sub in _GIT_READ and sub not in ("diff", "log", "show", "grep", "whatchanged"):
+        if sub in _GIT_READ and sub not in ("diff", "log", "show", "grep", "whatchanged", "cat-file", "blame", "annotate"):
             a.note(seg, _S, f"git {sub}: read-only")
             return
         a.note(seg, _D, f"git {sub}: an argument computed at run time could be an option")
@@ -91,6 +95,32 @@ def _h_git(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     for v in values:
         if v.startswith("--output="):
             a.write(seg, Word(v[9:], v[9:]), f"git {sub} --output writes")
+    _history_reads(a, seg, sub, rest)
+
+
+_SHOWS_CONTENT = frozenset({"show", "cat-file", "diff", "log", "whatchanged", "blame", "annotate", "grep"})
+
+
+def _history_reads(a: Analyzer, seg: Seg, sub: str, rest: list[Word]) -> None:
+    """Objects and paths whose content a read-only subcommand prints: ``REV:path`` blobs,
+    pathspecs (a committed .env is still a secret), and git grep's matches."""
+    if sub not in _SHOWS_CONTENT:
+        return
+    if sub == "grep":
+        argv = getopt(rest, "efABCm", ("--regexp", "--file", "--max-count", "--after-context",
+                                       "--before-context", "--context", "--max-depth", "--threads"))
+        patterns = argv.values("-e", "--regexp") or argv.operands[:1]
+        search(a, seg, "git grep", argv, patterns, [], recursive=True)
+        return
+    if sub == "cat-file" or (sub == "show" and any(":" in (w.value or "") for w in rest)):
+        a.note(seg, _C, f"git {sub}: prints objects from history, which may hold secrets")
+    for w in rest:
+        v = w.value or ""
+        if v.startswith("-"):
+            continue
+        path = v.split(":", 1)[1] if ":" in v else v
+        if path:
+            a.read(seg, Word(path, path))
 
 
 def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
@@ -107,6 +137,8 @@ def _git_subcommand(sub: str, values: list[str]) -> tuple[Level, str]:
         ) and has("--get", "--get-all", "--get-regexp", "--list", "-l"):
             return _S, "reads configuration"
         return _D, _GIT_DANGER[sub]
+    if sub == "init" and has("--bare", "--template", "--separate-git-dir"):
+        return _D, "creates a repository whose hooks or directory the agent chooses"
     if sub == "grep":
         if any(v.startswith(("-O", "--open-files-in-pager")) for v in values):
             return _D, "opens matches in a pager program"

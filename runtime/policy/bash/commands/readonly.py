@@ -18,11 +18,11 @@ _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 
 _PLAIN = (
     "pwd", "echo", "true", "false", ":", "whoami", "id", "groups", "uname", "arch", "nproc",
-    "uptime", "tty", "locale", "printenv", "which", "type", "sleep", "seq", "yes", "test", "[",
+    "uptime", "tty", "locale", "printenv", "which", "type", "sleep", "seq", "yes",
     "expr", "basename", "dirname", "realpath", "readlink", "ls", "dir", "vdir", "du", "df", "stat",
-    "wc", "ps", "free", "cal", "factor", "getconf", "dirs", "wait", "exit", "return", "jobs",
+    "wc", "ps", "free", "cal", "factor", "getconf", "dirs", "exit", "return",
     "help", "tr", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum",
-    "b2sum", "cksum", "numfmt", "unset", "shift", "logname", "users", "lsb_release",
+    "b2sum", "cksum", "numfmt", "shift", "logname", "users", "lsb_release",
 )
 
 
@@ -64,39 +64,16 @@ def _h_reader(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     for w in argv.operands:
         if w.value != "-":
             a.read(seg, w)
+    if name == "diff" and argv.has("-r", "--recursive"):
+        if argv.has("-q", "--brief"):
+            a.note(seg, _C, "diff -r may reach secret files (names only with -q)")
+        else:
+            a.note(seg, _D, "diff -r prints the content of the files it reaches, secret ones included")
     a.note(seg, _S, f"{name}: read-only")
 
 
 for _reader in _READERS:
     HANDLERS[_reader] = _h_reader
-
-
-@register("grep", "egrep", "fgrep", "rg")
-def _h_grep(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
-    if name == "rg":
-        argv = getopt(args, "eEfgjmABCMtTr", (
-            "--regexp", "--file", "--glob", "--iglob", "--type", "--type-not", "--max-count",
-            "--after-context", "--before-context", "--context", "--max-columns", "--threads",
-            "--replace", "--encoding", "--max-depth", "--max-filesize", "--sort", "--sortr",
-            "--type-add", "--color", "--colors", "--path-separator", "--engine", "--pre", "--pre-glob",
-        ))
-        if unsure_dangerous(a, seg, name, argv):
-            return
-        if argv.has("--pre", "--pre-glob"):
-            a.note(seg, _D, "rg --pre runs a program on every file")
-            return
-    else:
-        argv = getopt(args, "efmABCdD", (
-            "--regexp", "--file", "--max-count", "--after-context", "--before-context", "--context",
-            "--include", "--exclude", "--exclude-dir", "--label", "--binary-files", "--devices",
-            "--directories", "--color", "--colour", "--exclude-from",
-        ))
-    for f in argv.values("-f", "--file"):
-        a.read(seg, f)
-    files = argv.operands if argv.has("-e", "--regexp", "-f", "--file") else argv.operands[1:]
-    for w in files:
-        a.read(seg, w)
-    a.note(seg, _S, f"{name}: read-only search")
 
 
 @register("jq")
@@ -166,6 +143,8 @@ def _h_date(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     if argv.has("-s", "--set"):
         a.note(seg, _D, "date --set changes the clock")
         return
+    for w in argv.values("-f", "--file"):
+        a.read(seg, w)  # lines that are not dates are printed in the error
     a.note(seg, _S, "date: read-only")
 
 

@@ -28,9 +28,14 @@ def run_inner(a: Analyzer, seg: Seg, wrapper: str, inner: list[Word]) -> None:
 @register("nice", "nohup", "time", "timeout", "stdbuf", "command", "builtin", "exec", "busybox", "ionice")
 def _h_wrapper(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     i = 0
-    if name == "command" and any(w.value in ("-v", "-V") for w in args[:1]):
+    if name == "command" and any(w.value in ("-v", "-V") for w in args[:1]) and all(w.static for w in args):
         a.note(seg, _S, "command -v: looks a name up")
         return
+    if name in ("command", "builtin", "exec"):
+        # They skip functions and aliases, or replace the shell (exec with redirections
+        # alone changes the descriptors of every later command): the inner command is still
+        # analysed for destructive patterns.
+        a.note(seg, _D, f"{name}: runs a command past the shell's own lookup, or replaces the shell")
     value_opts = {
         "nice": {"-n", "--adjustment"},
         "timeout": {"-s", "--signal", "-k", "--kill-after"},
@@ -130,7 +135,7 @@ def _h_xargs(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     if replace:
         inner = [Word(w.raw, None) if w.value and replace in w.value else w for w in inner]
     # The arguments xargs appends come from input: they could be anything, options included.
-    a.note(seg, _S, "xargs: runs a command on its input")
+    a.note(seg, _C, "xargs: runs a command on input it cannot see, which may name secret files")
     a.command([*inner, Word("<input>", None)])
 
 
