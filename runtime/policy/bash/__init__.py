@@ -52,6 +52,7 @@ __all__ = ["MAX_COMMAND_LENGTH", "BashClassification", "BashSegment", "check_exe
 
 _S, _D = Level.SAFE, Level.DANGEROUS
 MAX_COMMAND_LENGTH = 64 * 1024
+MAX_BACKSTOP_LENGTH = 1024 * 1024
 
 
 def classify_bash(
@@ -67,9 +68,11 @@ def classify_bash(
     a = Analyzer(workspace_roots, secret_patterns, secret_exceptions, protected_paths, cwd)
     parsed = True
     if len(command) > MAX_COMMAND_LENGTH:
-        a.effect(_D, "command too long to analyse")
+        a.effect(_D, f"command too long to analyse ({len(command)} characters)")
         parsed = False
-        hit = backstop(command)
+        # The backstop is linear but not free: past MAX_BACKSTOP_LENGTH only the start is
+        # scanned (the line is dangerous anyway, so it needs an approval).
+        hit = backstop(command[:MAX_BACKSTOP_LENGTH])
         if hit:
             a.flag_destructive(hit, "matched in text that was not analysed")
     elif "\x00" in command:
@@ -79,7 +82,7 @@ def classify_bash(
         try:
             tokens = Lexer(command, 0).lex()
             a.run_tokens(tokens)
-        except ParseError as exc:
+        except (ParseError, RecursionError) as exc:
             a.reasons.clear()
             a.segments.clear()
             a.residual = _D

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from ..levels import Level
 from ..paths import normalize
 from .commands import DOWNLOADERS, HANDLERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
-from .destructive import BLOCK_DEVICE_RE
-from .lexer import ASSIGN_RE, ParseError, Redir, Tok, Word
+from .destructive import BLOCK_DEVICE_RE, backstop
+from .lexer import ASSIGN_RE, MAX_DEPTH, Lexer, ParseError, Redir, Tok, Word
 from .parser import Simple, parse
 from .places import Places
 from .result import BashSegment
@@ -26,6 +26,7 @@ from .variables import SENSITIVE_VAR_RE, evaluates_subscript
 _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 # No real command line has this many commands; past it, analysis stops (dangerous).
 MAX_COMMANDS = 1000
+MAX_WRAPPED = 64
 DEV_SINKS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/zero", "/dev/tty", "/dev/fd/1", "/dev/fd/2"})
 
 
@@ -48,6 +49,10 @@ class Analyzer:
         protected: Sequence[str],
         cwd: str | None,
     ) -> None:
+        # Scripts within scripts (eval, bash -c) and commands within commands (timeout,
+        # xargs, find -exec) being analysed: both are bounded.
+        self.depth = 0
+        self.wrapped = 0
         self.places = Places(roots, secret_patterns, secret_exceptions, protected, cwd)
         self.reasons: list[str] = []
         self.destructive: str | None = None
@@ -223,14 +228,34 @@ class Analyzer:
                 if any(not _numeric_operand(o) for o in operands):
                     self.effect(_D, "[[ arithmetic comparison evaluates variables, which can run code")
 
+    def analyze_text(self, text: str) -> None:
+        """A script a command runs (``eval``, ``bash -c``): analysed one level deeper; what
+        cannot be parsed (too deep included) is dangerous."""
+        self.depth += 1
+        try:
+            self.run_tokens(Lexer(text, self.depth).lex())
+        except ParseError as exc:
+            self.effect(_D, f"unparseable script ({exc})")
+            hit = backstop(text)
+            if hit:
+                self.flag_destructive(hit, "matched in text that could not be parsed")
+        finally:
+            self.depth -= 1
+
     def command(self, words: list[Word]) -> None:
         """Classify one command (argv) as a segment of its own."""
         if len(self.segments) >= MAX_COMMANDS:
             raise ParseError(f"more than {MAX_COMMANDS} commands")
+        if self.depth > MAX_DEPTH or self.wrapped > MAX_WRAPPED:
+            raise ParseError("commands nested too deeply")
         seg = Seg(" ".join(w.text for w in words))
         self.segments.append(BashSegment(text=seg.text, level=_S))
         index = len(self.segments) - 1
-        name = self._dispatch(seg, words)
+        self.wrapped += 1
+        try:
+            name = self._dispatch(seg, words)
+        finally:
+            self.wrapped -= 1
         self.segments[index] = BashSegment(text=seg.text, level=seg.level)
         if name is not None:
             self.ran.append(name)

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 MAX_DEPTH = 12
+# Parentheses, groups and compound commands inside one another.
+MAX_NESTING = 64
 # Reserved words after which a new command starts.
 OPENERS = frozenset({"{", "!", "time", "if", "then", "elif", "else", "while", "until", "do"})
 
@@ -134,6 +136,18 @@ class Lexer:
         return self.src[i] if i < len(self.src) else ""
 
     def lex(self, until_paren: bool = False) -> list[Tok]:
+        if until_paren:
+            # $( and <( nest inside one lexer: they count toward the same depth limit.
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise ParseError("nested too deeply")
+            try:
+                return self._lex(until_paren)
+            finally:
+                self.depth -= 1
+        return self._lex(until_paren)
+
+    def _lex(self, until_paren: bool) -> list[Tok]:
         toks: list[Tok] = []
         paren = 0
         cmd_start = True
@@ -408,6 +422,8 @@ class Lexer:
             c = self.src[i]
             if c == "(":
                 depth += 1
+                if depth > MAX_NESTING:
+                    raise ParseError("nested too deeply")
             elif c == ")":
                 if depth == 0:
                     return i if self.src.startswith("))", i) else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .lexer import ASSIGN_RE, NAME_RE, Op, ParseError, Redir, Tok, Word
+from .lexer import ASSIGN_RE, MAX_NESTING, NAME_RE, Op, ParseError, Redir, Tok, Word
 
 _UNSUPPORTED_WORDS = {"case": "case statement", "select": "select loop", "function": "function definition", "coproc": "coproc"}
 
@@ -55,6 +55,8 @@ def parse(tokens: list[Tok]) -> list[Simple]:
         return Simple([], [], [], pipeline, stage, kind)
 
     while i < len(tokens):
+        if len(stack) > MAX_NESTING:
+            raise ParseError("nested too deeply")
         tok = tokens[i]
         i += 1
         if isinstance(tok, Redir):
@@ -184,9 +186,14 @@ def _kw_for(tokens: list[Tok], i: int, stack: list[str], out: list[Simple], new:
 
 def _kw_dbracket(tokens: list[Tok], i: int, stack: list[str], out: list[Simple], new: Callable[[str], Simple]) -> tuple[int, str]:
     cond = new("cond")
+    parens = 0
     while i < len(tokens):
         tok = tokens[i]
         i += 1
+        if isinstance(tok, Word) and tok.raw in ("(", ")"):
+            parens += 1 if tok.raw == "(" else -1
+            if parens > MAX_NESTING:
+                raise ParseError("nested too deeply")
         if isinstance(tok, Word) and tok.raw == "]]":
             out.append(cond)
             return i, "cmd"

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...levels import Level
-from ..destructive import backstop
-from ..lexer import ASSIGN_RE, Lexer, ParseError, Word
+from ..lexer import ASSIGN_RE, Word
 from ..variables import SENSITIVE_VAR_RE
 from .registry import SHELLS, register
 
@@ -158,15 +157,5 @@ def _h_shell(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     if script is not None:
         # Classified for its commands and destructive patterns; the shell stays dangerous
         # (BASH_ENV, functions and aliases may change what the string runs).
-        _analyze_text(a, script, depth=1)
+        a.analyze_text(script)
 
-
-def _analyze_text(a: Analyzer, text: str, depth: int) -> None:
-    try:
-        tokens = Lexer(text, depth).lex()
-        a.run_tokens(tokens)
-    except ParseError as exc:
-        a.effect(_D, f"unparseable script ({exc})")
-        hit = backstop(text)
-        if hit:
-            a.flag_destructive(hit, "matched in text that could not be parsed")
