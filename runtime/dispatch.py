@@ -8,15 +8,16 @@ import inspect
 import posixpath
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from runtime.audit import AuditEvent, AuditLog
+from runtime.client.primitives import SandboxClient
 from runtime.errors import CaissonError, OpError
 from runtime.policy import (
-    AuditEvent,
-    AuditLog,
+    ApprovalHandler,
     CallRequest,
     Decision,
     GrantStore,
@@ -27,11 +28,8 @@ from runtime.policy import (
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
-from runtime.tools.base import ToolError, ToolResult, current_call_id
-
-if TYPE_CHECKING:
-    from runtime.session import Session
-
+from runtime.tools.base import ToolError, ToolResult
+from runtime.tools.context import InteractionHandler, ToolContext
 
 
 def validation_message(tool: str, exc: ValidationError) -> str:
@@ -43,39 +41,88 @@ def validation_message(tool: str, exc: ValidationError) -> str:
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
 
+def audit_event(
+    request: CallRequest,
+    decision: Decision,
+    *,
+    outcome: str | None = None,
+    duration_ms: float = 0.0,
+    bytes_in: int = 0,
+    bytes_out: int = 0,
+    message: str | None = None,
+) -> AuditEvent:
+    """The audit event of a decided call; the digest and preview are left to ``AuditLog.record(args=)``."""
+    return AuditEvent(
+        tenant=request.tenant,
+        session_id=request.session_id,
+        call_id=request.call_id,
+        tool=request.tool,
+        tool_alias=request.tool_alias,
+        level=decision.level,
+        decision=decision.outcome,
+        rule=decision.rule,
+        approver=decision.approver,
+        duration_ms=duration_ms,
+        outcome=outcome or ("ok" if decision.allowed else "denied"),
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        message=message if message is not None else (decision.message or None),
+    )
+
+
 @dataclass
 class Dispatcher:
+    """One session's tool calls: its profile, its policy engine and grants, its tools' state."""
+
+    client: SandboxClient
     profile: Profile
     engine: PolicyEngine
     audit: AuditLog
-    tenant: str
+    interaction_handler: InteractionHandler | None = None
+    state: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def create(
         cls,
-        session: Session,
+        client: SandboxClient,
         *,
         policy: Policy,
         audit: AuditLog,
-        approval_handler: Any = None,
+        approval_handler: ApprovalHandler | None = None,
+        interaction_handler: InteractionHandler | None = None,
     ) -> Dispatcher:
-        grants = GrantStore()
-        session.grants = grants
         return cls(
-            profile=get_profile(session.config.profile),
-            engine=PolicyEngine(policy, grants, approval_handler),
+            client=client,
+            profile=get_profile(client.config.profile),
+            engine=PolicyEngine(policy, GrantStore(), approval_handler),
             audit=audit,
-            tenant=session.config.tenant,
+            interaction_handler=interaction_handler,
         )
 
-    async def _resolve(self, session: Session, path: str) -> ResolvedPath:
+    @property
+    def grants(self) -> GrantStore:
+        return self.engine.grants
+
+    def context(self, call_id: str = "") -> ToolContext:
+        """What a handler of this session is given for call ``call_id``."""
+        return ToolContext(
+            client=self.client,
+            state=self.state,
+            grants=self.engine.grants,
+            call_id=call_id,
+            interaction_handler=self.interaction_handler,
+            permissions=self.engine,
+            catalog=self.profile.catalog,
+        )
+
+    async def _resolve(self, path: str) -> ResolvedPath:
         """The real path inside the container, symbolic links included, for the policy."""
-        lexical = session.resolve(path)
+        lexical = self.client.resolve(path)
         probe, tail = lexical, ""
         # Resolve the deepest existing ancestor, so a new file under a symlinked dir is caught.
         for _ in range(64):
             try:
-                st = await session.stat(probe)
+                st = await self.client.stat(probe)
             except OpError:
                 st = None
             if st is not None and st.exists and st.realpath:
@@ -87,10 +134,10 @@ class Dispatcher:
             tail = posixpath.join(name, tail) if tail else name
         return ResolvedPath(requested=lexical, resolved=lexical)
 
-    async def call(self, session: Session, name: str, raw_args: dict[str, Any]) -> ToolResult:
+    async def call(self, name: str, raw_args: dict[str, Any]) -> ToolResult:
         started = time.perf_counter()
         request = CallRequest(
-            tenant=self.tenant, session_id=session.id, call_id="c-" + uuid.uuid4().hex[:12], tool=name,
+            tenant=self.client.config.tenant, session_id=self.client.id, call_id="c-" + uuid.uuid4().hex[:12], tool=name,
             tool_alias=name, args=raw_args,
         )
         ptool = self.profile.lookup(name)
@@ -100,7 +147,7 @@ class Dispatcher:
             return self._finish(request, None, result, started)
         try:
             args = ptool.input_model.model_validate(raw_args)
-            canonical_args = ptool.to_canonical(args, session)
+            canonical_args = ptool.to_canonical(args, self.context(request.call_id))
             if inspect.isawaitable(canonical_args):
                 canonical_args = await canonical_args
         except ValidationError as exc:
@@ -114,31 +161,28 @@ class Dispatcher:
             update={
                 "tool": canonical.name,
                 "level": ptool.effective_level,
-                "paths": [await self._resolve(session, p) for p in canonical.paths(canonical_args) if p],
+                "paths": [await self._resolve(p) for p in canonical.paths(canonical_args) if p],
                 "command": canonical.command(canonical_args),
-                "cwd": session.cwd,
-                "access": canonical.access if canonical.access != "none" else "read",
+                "cwd": self.client.cwd,
+                "access": canonical.access,
             }
         )
         decision = await self.engine.decide(request)
         if decision.allowed:
-            result = await self._run(session, ptool, canonical_args, request.call_id)
+            result = await self._run(ptool, canonical_args, request.call_id)
         else:
             result = ToolResult.failure("permission_denied", decision.message)
         return self._finish(request, ptool, ptool.present(result, args), started, decision)
 
-    async def _run(self, session: Session, ptool: ProfileTool, args: BaseModel, call_id: str) -> ToolResult:
-        token = current_call_id.set(call_id)
+    async def _run(self, ptool: ProfileTool, args: BaseModel, call_id: str) -> ToolResult:
         try:
-            return await ptool.canonical.handler(session, args)
+            return await ptool.canonical.handler(self.context(call_id), args)
         except ToolError as exc:
             return ToolResult.failure(exc.code, exc.message, exc.data)
         except OpError as exc:
             return ToolResult.failure(exc.code, exc.message)
         except CaissonError as exc:
             return ToolResult.failure(exc.code, str(exc))
-        finally:
-            current_call_id.reset(token)
 
     def _finish(
         self,
@@ -157,7 +201,7 @@ class Dispatcher:
         if decision is None:
             # Refused before the policy: unknown tool or invalid arguments. Nothing ran.
             decision = Decision(allowed=False, outcome="denied", level=level, message=result.text)
-        event = AuditEvent.for_call(
+        event = audit_event(
             request,
             decision,
             outcome=("ok" if result.ok else (result.error.code if result.error else "error"))

@@ -1,27 +1,38 @@
-"""structlog set-up for the CLI and servers: human-readable on a terminal, JSON otherwise."""
+"""caisson's loggers: structlog events rendered as JSON into the standard library's
+``caisson.*`` loggers, so the library is silent unless the embedding program configures
+logging (a NullHandler stands in until then). The CLI and servers call ``configure``."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
 
+logging.getLogger("caisson").addHandler(logging.NullHandler())
 
-def configure(verbose: bool = False, json: bool | None = None) -> None:
-    level = logging.DEBUG if verbose else logging.INFO
-    use_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
-    structlog.configure(
+
+def get_logger(name: str) -> Any:
+    """A structlog logger writing to the standard library logger ``name`` (``caisson.*``)."""
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        wrapper_class=structlog.stdlib.BoundLogger,
         processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
+            structlog.stdlib.filter_by_level,
+            structlog.stdlib.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            structlog.processors.JSONRenderer(),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
     )
+
+
+def configure(verbose: bool = False) -> None:
+    """For the CLI and servers: caisson's events as JSON lines on stderr (INFO, or DEBUG)."""
+    root = logging.getLogger("caisson")
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    if not any(getattr(h, "caisson_cli", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.caisson_cli = True  # type: ignore[attr-defined]
+        root.addHandler(handler)

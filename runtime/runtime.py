@@ -6,26 +6,25 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
-import anyio.abc
 import docker
-import structlog
 
-from runtime import docker_backend, gc
-from runtime.attach import open_attach
-from runtime.channel import Channel
+from runtime.audit import AuditLog
+from runtime.client.models import DaemonInfo
+from runtime.client.primitives import new_session_id
 from runtime.config import RuntimeConfig, SessionConfig
+from runtime.docker import containers, reaper
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
-from runtime.models import DaemonInfo
-from runtime.session import Session, new_session_id
+from runtime.logs import get_logger
+from runtime.policy import ApprovalHandler, Policy
+from runtime.session import Session
+from runtime.tools.context import InteractionHandler
+from runtime.transport.attach import open_attach
+from runtime.transport.channel import Channel
 
-if TYPE_CHECKING:
-    from runtime.policy import ApprovalHandler, AuditLog, Policy
-    from runtime.tools.interaction import InteractionHandler
-
-log = structlog.get_logger("caisson.runtime")
+log = get_logger("caisson.runtime")
 
 MIN_DAEMON_PYTHON = (3, 8)
 
@@ -36,7 +35,6 @@ class Runtime:
     def __init__(self, config: RuntimeConfig | None = None, **overrides: Any) -> None:
         self.config = (config or RuntimeConfig()).model_copy(update=overrides)
         self._client: docker.DockerClient | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
         self._sessions: dict[str, Session] = {}
         self._starting: set[str] = set()
         self._audit: AuditLog | None = None
@@ -52,20 +50,16 @@ class Runtime:
     def audit(self) -> AuditLog:
         """The audit log of every tool call made through this runtime's sessions."""
         if self._audit is None:
-            from runtime.policy import AuditLog
-
             self._audit = AuditLog.in_directory(self._state)
         return self._audit
 
     @property
     def docker_host(self) -> str:
-        return self.config.docker_host or docker_backend.docker_host_url()
+        return self.config.docker_host or containers.docker_host_url()
 
     async def __aenter__(self) -> Runtime:
-        self._client = await anyio.to_thread.run_sync(docker_backend.connect, self.config.docker_host)
+        self._client = await anyio.to_thread.run_sync(containers.connect, self.config.docker_host)
         self._state.mkdir(parents=True, exist_ok=True)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
         if self.config.gc_on_start:
             await self.gc()
         return self
@@ -74,18 +68,15 @@ class Runtime:
         with anyio.CancelScope(shield=True):
             for session in list(self._sessions.values()):
                 await session.close()
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
         self.client.close()
         self._client = None
         if self._audit is not None:
             self._audit.close()
             self._audit = None
 
-    async def gc(self) -> list[gc.Reaped]:
+    async def gc(self) -> list[reaper.Reaped]:
         spare = frozenset(self._sessions) | frozenset(self._starting)
-        return await anyio.to_thread.run_sync(lambda: gc.collect(self.client, spare=spare))
+        return await anyio.to_thread.run_sync(lambda: reaper.collect(self.client, spare=spare))
 
     @asynccontextmanager
     async def session(self, config: SessionConfig | None = None, **overrides: Any) -> AsyncIterator[Session]:
@@ -113,13 +104,13 @@ class Runtime:
         created = stream = None
         try:
             created = await anyio.to_thread.run_sync(
-                docker_backend.create_container, self.client, session_id, self.config.owner, cfg
+                containers.create_container, self.client, session_id, self.config.owner, cfg
             )
             stream = await open_attach(
                 self.docker_host, self.client.api.api_version, created.id, timeout=self.config.start_timeout
             )
             channel = Channel(stream, max_frame=cfg.max_frame, name=session_id)
-            await anyio.to_thread.run_sync(docker_backend.start_container, self.client, created.id)
+            await anyio.to_thread.run_sync(containers.start_container, self.client, created.id)
             return await self._attach_session(
                 session_id, created.id, cfg, channel, policy, approval_handler, interaction_handler
             )
@@ -128,7 +119,7 @@ class Runtime:
                 if stream is not None:
                     await stream.aclose()
                 if created is not None:
-                    await anyio.to_thread.run_sync(docker_backend.remove_container, self.client, created.id)
+                    await anyio.to_thread.run_sync(containers.remove_container, self.client, created.id)
             raise
         finally:
             self._starting.discard(session_id)
@@ -145,13 +136,13 @@ class Runtime:
         """Attach to a running session left by another (or a restarted) controller.
 
         Background tasks and their kept output survive; only in-flight replies are lost."""
-        row = await anyio.to_thread.run_sync(docker_backend.find_session_container, self.client, session_id)
+        row = await anyio.to_thread.run_sync(containers.find_session_container, self.client, session_id)
         if row is None or row.get("State") != "running":
             raise SessionError(f"session {session_id} has no running container to attach to")
         labels = row.get("Labels") or {}
         cfg = config or SessionConfig(
-            profile=labels.get(docker_backend.LABEL_PROFILE, "caisson"),
-            tenant=labels.get(docker_backend.LABEL_TENANT, "default"),
+            profile=labels.get(containers.LABEL_PROFILE, "caisson"),
+            tenant=labels.get(containers.LABEL_TENANT, "default"),
         )
         stream = await open_attach(
             self.docker_host, self.client.api.api_version, str(row["Id"]), timeout=self.config.start_timeout
@@ -171,12 +162,17 @@ class Runtime:
         approval_handler: ApprovalHandler | None,
         interaction_handler: InteractionHandler | None,
     ) -> Session:
-        assert self._tg is not None
         session = Session(
-            session_id=session_id, container_id=container_id, config=cfg, channel=channel,
+            session_id=session_id,
+            container_id=container_id,
+            config=cfg,
+            channel=channel,
             close_hook=self._remove_session,
+            policy=policy or Policy.from_env(),
+            audit=self.audit,
+            approval_handler=approval_handler,
+            interaction_handler=interaction_handler,
         )
-        self._tg.start_soon(channel.run)
         self._sessions[session_id] = session
         try:
             info = await self._first_ping(session)
@@ -187,15 +183,6 @@ class Runtime:
         if version < MIN_DAEMON_PYTHON:
             await session.close()
             raise ImageError(f"image {cfg.image} has Python {info.python}; the daemon needs >= 3.8")
-        # The tool layer (policy, audit, profiles) loads with the first session, not at
-        # import: the primitives need none of it.
-        from runtime.dispatch import Dispatcher
-        from runtime.policy import Policy
-
-        session.interaction_handler = interaction_handler
-        session.dispatcher = Dispatcher.create(
-            session, policy=policy or Policy.from_env(), audit=self.audit, approval_handler=approval_handler
-        )
         log.debug("session ready", session=session_id, container=container_id[:12], image=cfg.image or "default")
         return session
 
@@ -217,5 +204,5 @@ class Runtime:
     async def _remove_session(self, session: Session) -> None:
         self._sessions.pop(session.id, None)
         if self._client is not None:
-            await anyio.to_thread.run_sync(docker_backend.remove_container, self.client, session.container_id)
+            await anyio.to_thread.run_sync(containers.remove_container, self.client, session.container_id)
         log.debug("session closed", session=session.id)

@@ -10,7 +10,7 @@ import pytest
 
 from runtime import Runtime, Session
 from runtime.config import RuntimeConfig
-from runtime.images import build_image
+from runtime.docker.images import build_image
 
 
 @pytest.fixture(scope="session")

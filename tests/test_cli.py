@@ -16,7 +16,7 @@ import pytest
 
 def caisson(*args: str, state: Path, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *args],
+        [sys.executable, "-m", "runtime.interfaces.cli", *args],
         input=stdin, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "CAISSON_STATE_DIR": str(state)},
     )
@@ -70,8 +70,8 @@ def test_tools_export_is_valid_json_schema(tmp_path: Path, fmt: str) -> None:
     tools = json.loads(proc.stdout)
     names = set()
     for t in tools:
-        schema = {"openai": lambda: t["function"]["parameters"], "anthropic": lambda: t["input_schema"],
-                  "mcp": lambda: t["inputSchema"], "json_schema": lambda: t}[fmt]()
+        key = {"openai": "function", "anthropic": "input_schema", "mcp": "inputSchema"}.get(fmt)
+        schema = t["function"]["parameters"] if fmt == "openai" else t[key] if key else t
         jsonschema.Draft202012Validator.check_schema(schema)
         names.add(t["function"]["name"] if fmt == "openai" else t.get("name") or t.get("title"))
     assert {"Read", "Bash", "edit_file", "create_file", "Grep", "glob"} <= names

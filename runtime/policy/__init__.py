@@ -4,11 +4,9 @@
   names known-destructive patterns;
 - :class:`Policy` (TOML or JSON) says what a session may do;
 - :class:`PolicyEngine` decides each :class:`CallRequest`, asking the embedding program's
-  approval handler when needed and remembering session grants in a :class:`GrantStore`;
-- :class:`AuditLog` records one structured event per call (JSON lines + SQLite).
+  approval handler when needed and remembering session grants in a :class:`GrantStore`.
 """
 
-from .audit import AuditEvent, AuditLog, args_digest, canonical_json, redact_preview, redact_text
 from .bash import BashClassification, BashSegment, check_exec_metacharacters, classify_bash
 from .engine import (
     ApprovalAnswer,
@@ -31,8 +29,6 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalHandler",
     "ApprovalRequest",
-    "AuditEvent",
-    "AuditLog",
     "BashClassification",
     "BashSegment",
     "CallRequest",
@@ -50,14 +46,10 @@ __all__ = [
     "PolicyEngine",
     "ResolvedPath",
     "Rule",
-    "args_digest",
-    "canonical_json",
     "check_exec_metacharacters",
     "classify_bash",
     "default_level",
     "glob_match",
     "is_secret",
     "is_within",
-    "redact_preview",
-    "redact_text",
 ]

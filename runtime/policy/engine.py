@@ -21,17 +21,18 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict
 
-from .audit import redact_preview
+from runtime.logs import get_logger
+from runtime.redact import redact_preview
+
 from .bash import BashClassification, check_exec_metacharacters, classify_bash
 from .grants import Grant, GrantStore, TargetType
 from .levels import GrantLevel, Level, default_level
 from .model import Access, Policy, Rule
 from .paths import glob_match, is_secret, is_within, matches_any, normalize
 
-_log = structlog.get_logger("caisson.policy")
+_log = get_logger("caisson.policy")
 
 Outcome = Literal["allow", "warn", "approved", "denied"]
 
@@ -41,6 +42,7 @@ ACCESS_GRANT_LEVEL: dict[str, GrantLevel] = {
     "execute": GrantLevel.EXECUTE,
     "delete": GrantLevel.ADMIN,
     "network": GrantLevel.READ,
+    "none": GrantLevel.READ,
 }
 
 
@@ -168,7 +170,12 @@ class _Call:
 class PolicyEngine:
     """Decides tool calls for one session against ``policy``, remembering grants in ``grants``."""
 
-    def __init__(self, policy: Policy, grants: GrantStore, approval_handler: ApprovalHandler | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        grants: GrantStore,
+        approval_handler: ApprovalHandler | None = None,
+    ) -> None:
         self.policy = policy
         self.grants = grants
         self.approval_handler = approval_handler

@@ -20,7 +20,8 @@ from .paths import (
     DEFAULT_WORKSPACE_ROOTS,
 )
 
-Access = Literal["read", "write", "execute", "delete", "network"]
+# What a call does to its targets; "none" = touches no file, command or host (calculate, todos...).
+Access = Literal["read", "write", "execute", "delete", "network", "none"]
 
 AUTO_APPROVE_ALL_ENV = "AUTO_APPROVE_ALL"
 POLICY_FILE_ENV = "CAISSON_POLICY"

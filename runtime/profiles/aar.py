@@ -23,11 +23,11 @@ from runtime.errors import DaemonProtocolError
 from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
-from runtime.tools.grep import GrepReply
-from runtime.tools.textutil import glob_regex, op_errors
+from runtime.tools.search.grep import GrepReply
+from runtime.tools.text import glob_regex, op_errors
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 NAME = "aar"
 SKIP_DIRS = frozenset(
@@ -76,7 +76,7 @@ class ReadFileArgs(ToolInput):
     end_line: int = Field(0, ge=0, description="Last line to return (1-based, inclusive). 0 = end of file.")
 
 
-def _read(args: ReadFileArgs, session: Session) -> Any:
+def _read(args: ReadFileArgs, ctx: ToolContext) -> Any:
     if args.end_line and args.start_line > args.end_line:
         raise ToolError("invalid_range", f"start_line ({args.start_line}) is after end_line ({args.end_line})")
     return canonical_args(
@@ -128,8 +128,8 @@ class EditFileArgs(ToolInput):
     _path: str = PrivateAttr("")
 
 
-def _edit(args: EditFileArgs, session: Session) -> Any:
-    args._path = session.resolve(args.path)
+def _edit(args: EditFileArgs, ctx: ToolContext) -> Any:
+    args._path = ctx.resolve(args.path)
     return canonical_args(
         "edit_file", path=args._path, old_string=args.old_string, new_string=args.new_string,
         whitespace_match=False, fuzzy_match=False, on_multiple="error",
@@ -154,8 +154,8 @@ class ListDirectoryArgs(ToolInput):
     _path: str = PrivateAttr("")
 
 
-def _list(args: ListDirectoryArgs, session: Session) -> Any:
-    args._path = session.resolve(args.path)
+def _list(args: ListDirectoryArgs, ctx: ToolContext) -> Any:
+    args._path = ctx.resolve(args.path)
     return canonical_args("ls", path=args._path, include_hidden=True, limit=UNLIMITED)
 
 
@@ -213,17 +213,17 @@ def _included(rel: str, include: re.Pattern[str] | None) -> bool:
     return not any(skipped_dir(p) for p in parts[:-1]) and (include is None or include.fullmatch(rel) is not None)
 
 
-async def _grep(session: Session, args: GrepArgs) -> ToolResult:
+async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     try:
         re.compile(args.regex, 0 if args.case_sensitive else re.IGNORECASE)
     except re.error as exc:
         raise ToolError("invalid_regex", f"Invalid regex: {exc}") from None
-    root = session.cwd
+    root = ctx.cwd
     pattern = args.include_pattern
     # Path.rglob semantics: the pattern may match at any depth.
     include = glob_regex(pattern if pattern.startswith("**/") else "**/" + pattern) if pattern else None
     with op_errors(root):
-        walk = await session.walk(root, include_hidden=True, ignore_files=())
+        walk = await ctx.client.walk(root, include_hidden=True, ignore_files=())
     files = sorted(
         e.path for e in walk.entries
         if e.type == "file" and e.size <= MAX_GREP_FILE and _included(e.path, include)
@@ -236,9 +236,9 @@ async def _grep(session: Session, args: GrepArgs) -> ToolResult:
             "ignore_case": not args.case_sensitive, "multiline": False, "paths_in_blob": True,
             "max_per_file": None, "max_line_chars": UNLIMITED, "before": 0, "after": 0, "timeout": GREP_TIMEOUT,
         }
-        counted = await _daemon_grep(session, {**base, "mode": "count", "max_total": UNLIMITED}, blob)
+        counted = await _daemon_grep(ctx, {**base, "mode": "count", "max_total": UNLIMITED}, blob)
         total = sum(f.count for f in counted.files)
-        shown = await _daemon_grep(session, {**base, "mode": "content", "max_total": args.max_results}, blob)
+        shown = await _daemon_grep(ctx, {**base, "mode": "content", "max_total": args.max_results}, blob)
         lines = [f"{f.path}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files for h in f.matches][: args.max_results]
     if not lines:
         return ToolResult.success("No matches found.", {"total": 0, "matches": []})
@@ -248,14 +248,14 @@ async def _grep(session: Session, args: GrepArgs) -> ToolResult:
     return ToolResult.success(header + ":\n" + "\n".join(lines), {"total": total, "matches": lines})
 
 
-async def _daemon_grep(session: Session, op_args: dict[str, Any], blob: bytes) -> GrepReply:
+async def _daemon_grep(ctx: ToolContext, op_args: dict[str, Any], blob: bytes) -> GrepReply:
     with op_errors(op_args["root"]):
-        result, _ = await session.op("grep", op_args, blob, timeout=GREP_TIMEOUT + 15)
+        result, _ = await ctx.client.op("grep", op_args, blob, timeout=GREP_TIMEOUT + 15)
     try:
         return GrepReply.model_validate(result)
     except ValidationError as exc:
         raise DaemonProtocolError(
-            f"daemon of session {session.id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
+            f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
         ) from None
 
 
@@ -277,8 +277,8 @@ class FindFilesArgs(ToolInput):
     _root: str = PrivateAttr("")
 
 
-def _find(args: FindFilesArgs, session: Session) -> Any:
-    args._root = session.cwd
+def _find(args: FindFilesArgs, ctx: ToolContext) -> Any:
+    args._root = ctx.cwd
     pattern = args.glob_pattern
     return canonical_args(
         "glob", pattern=pattern if pattern.startswith("**/") else "**/" + pattern, path=args._root,

@@ -18,7 +18,7 @@ from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 NAME = "agent-air"
 
@@ -44,7 +44,7 @@ class ReadFileArgs(ToolInput):
     limit: int = Field(2000, ge=1, description="Maximum lines to read (default: 2000)")
 
 
-def _read(args: ReadFileArgs, session: Session) -> Any:
+def _read(args: ReadFileArgs, ctx: ToolContext) -> Any:
     path = absolute(args.file_path, "file_path")
     # Images are binary formats here: seed 000 lists .png and .jpg among the rejected ones.
     return canonical_args(
@@ -81,7 +81,7 @@ class EditFileArgs(ToolInput):
     fuzzy_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Similarity threshold 0.0-1.0 (default: 0.7)")
 
 
-def _edit(args: EditFileArgs, session: Session) -> Any:
+def _edit(args: EditFileArgs, ctx: ToolContext) -> Any:
     return canonical_args(
         "edit_file", path=absolute(args.file_path, "file_path"), old_string=args.old_string,
         new_string=args.new_string, replace_all=args.replace_all, fuzzy_match=args.fuzzy_match,
@@ -106,7 +106,7 @@ class MultiEditArgs(ToolInput):
     dry_run: bool = Field(False, description="Plan all edits without writing changes (default: false)")
 
 
-def _multi_edit(args: MultiEditArgs, session: Session) -> Any:
+def _multi_edit(args: MultiEditArgs, ctx: ToolContext) -> Any:
     return canonical_args(
         "multi_edit", path=absolute(args.file_path, "file_path"),
         edits=[e.model_dump() for e in args.edits], dry_run=args.dry_run,
@@ -153,7 +153,7 @@ class GrepArgs(ToolInput):
     multiline: bool = Field(False, description="Let patterns span lines ('.' also matches newlines)")
 
 
-def _grep(args: GrepArgs, session: Session) -> Any:
+def _grep(args: GrepArgs, ctx: ToolContext) -> Any:
     return canonical_args(
         "grep", pattern=args.pattern, path=args.path, glob=args.glob, type=args.type,
         output_mode=args.output_mode, ignore_case=args.case_insensitive,
@@ -176,7 +176,7 @@ class BashArgs(ToolInput):
     env: dict[str, str] | None = Field(None, description="Additional environment variables")
 
 
-def _bash(args: BashArgs, session: Session) -> Any:
+def _bash(args: BashArgs, ctx: ToolContext) -> Any:
     return canonical_args(
         "bash", command=args.command, timeout=args.timeout / 1000,
         working_dir=absolute(args.working_dir, "working_dir") if args.working_dir is not None else None,
@@ -193,7 +193,7 @@ class WebSearchArgs(ToolInput):
     query: str = Field(description="The search query")
 
 
-async def _web_search_noop(session: Session, args: WebSearchArgs) -> ToolResult:
+async def _web_search_noop(ctx: ToolContext, args: WebSearchArgs) -> ToolResult:
     # Seed 000: execute() is a no-op returning an empty string; results reach the model as
     # citations from the provider's own web search.
     return ToolResult.success("", {"query": args.query})

@@ -22,19 +22,19 @@ from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
-from runtime.tools.textutil import glob_regex, op_errors
+from runtime.tools.text import glob_regex, op_errors
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 NAME = "agentloop"
 SAFE, CAUTIOUS, DANGEROUS = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 
 
 
-def workspace_path(session: Session, path: str) -> str:
+def workspace_path(ctx: ToolContext, path: str) -> str:
     """``path`` resolved against the workspace root; refused when it leaves the root."""
-    root = posixpath.normpath(session.config.workdir)
+    root = posixpath.normpath(ctx.config.workdir)
     resolved = posixpath.normpath(posixpath.join(root, path))
     if resolved != root and not resolved.startswith(root.rstrip("/") + "/"):
         raise ToolError(
@@ -89,8 +89,8 @@ def union_tool(name: str, canonicals: tuple[str, ...], level: Level, snippet: st
     """One profile tool served by whichever canonical tool its mapping picked (by input model)."""
     by_model: dict[type[BaseModel], Tool] = {REGISTRY[c].input_model: REGISTRY[c] for c in canonicals}
 
-    async def handler(session: Session, args: BaseModel) -> ToolResult:
-        return await by_model[type(args)].handler(session, args)
+    async def handler(ctx: ToolContext, args: BaseModel) -> ToolResult:
+        return await by_model[type(args)].handler(ctx, args)
 
     first = REGISTRY[canonicals[0]]
     return Tool(
@@ -116,8 +116,8 @@ class CodeSearchArgs(ToolInput):
     _root: str = PrivateAttr("")
 
 
-def _code_search(args: CodeSearchArgs, session: Session) -> Any:
-    root = args._root = workspace_path(session, args.path)
+def _code_search(args: CodeSearchArgs, ctx: ToolContext) -> Any:
+    root = args._root = workspace_path(ctx, args.path)
     if args.mode == "glob":
         # A file-name glob as ripgrep's --glob reads it: without a slash it matches at any depth.
         pattern = args.pattern if "/" in args.pattern else "**/" + args.pattern
@@ -182,13 +182,13 @@ class CodeRunArgs(ProcessJSON):
     timeout: float | None = Field(None, gt=0, description="Timeout in ms (overrides EXECUTION_TIMEOUT_MS)")
 
 
-def _code_run(args: CodeRunArgs, session: Session) -> Any:
+def _code_run(args: CodeRunArgs, ctx: ToolContext) -> Any:
     canonical: dict[str, Any] = {
         "mode": args.mode,
         "command": args.command,
         "file": args.file,
         "interpreter": args.interpreter,
-        "cwd": workspace_path(session, args.cwd or "."),
+        "cwd": workspace_path(ctx, args.cwd or "."),
         "env": args.env,
     }
     if args.timeout is not None:
@@ -205,7 +205,7 @@ class ShellArgs(ProcessJSON):
     timeout: float | None = Field(None, gt=0, description="Timeout in ms (overrides TOOL_TIMEOUT_MS)")
 
 
-def _shell(args: ShellArgs, session: Session) -> Any:
+def _shell(args: ShellArgs, ctx: ToolContext) -> Any:
     canonical: dict[str, Any] = {"command": args.command, "cwd": args.cwd, "env": args.env}
     if args.timeout is not None:
         canonical["timeout"] = args.timeout / 1000
@@ -225,17 +225,17 @@ class FileListArgs(ToolInput):
     recursive: bool = Field(False, description="Recurse into subdirectories")
 
 
-async def _file_list(session: Session, args: FileListArgs) -> ToolResult:
+async def _file_list(ctx: ToolContext, args: FileListArgs) -> ToolResult:
     """Entries of a directory (or its whole tree), as readdir would give them; symbolic links
     are not followed into."""
-    root = workspace_path(session, args.path)
+    root = workspace_path(ctx, args.path)
     entries: list[dict[str, Any]] = []
     with op_errors(root):
         if args.recursive:
-            walked = await session.walk(root, include_hidden=True, ignore_files=())
+            walked = await ctx.client.walk(root, include_hidden=True, ignore_files=())
             found = [(e.path, e.type, e.size) for e in walked.entries]
         else:
-            found = [(e.name, e.type, e.size) for e in await session.list_dir(root)]
+            found = [(e.name, e.type, e.size) for e in await ctx.client.list_dir(root)]
     matcher = glob_regex(args.glob) if args.glob else None
     for path, kind, size in sorted(found):
         if kind not in ("file", "dir") and args.recursive:
@@ -286,14 +286,14 @@ class FileWriteArgs(ToolInput):
     encoding: Literal["utf-8", "base64"] = Field("utf-8", description="Encoding of the provided content")
 
 
-def _file_write(args: FileWriteArgs, session: Session) -> Any:
+def _file_write(args: FileWriteArgs, ctx: ToolContext) -> Any:
     if args.encoding == "base64":
         try:
             base64.b64decode(args.content, validate=True)
         except binascii.Error as exc:
             raise ToolError("invalid_arguments", f"content is not valid base64: {exc}") from None
     return canonical_args(
-        "write_file", path=workspace_path(session, args.path), content=args.content, encoding=args.encoding,
+        "write_file", path=workspace_path(ctx, args.path), content=args.content, encoding=args.encoding,
         create_directories=True, max_bytes=MAX_FILE_SIZE_BYTES,
     )
 
@@ -313,8 +313,8 @@ class FileEditArgs(ToolInput):
     newContent: str | None = Field(None, description="Replacement text (line-range mode)")
 
 
-def _file_edit(args: FileEditArgs, session: Session) -> Any:
-    path = workspace_path(session, args.path)
+def _file_edit(args: FileEditArgs, ctx: ToolContext) -> Any:
+    path = workspace_path(ctx, args.path)
     if args.search is not None and args.replace is not None:
         if not args.search:
             raise ToolError("invalid_arguments", "Search string must not be empty")
@@ -356,11 +356,11 @@ class DiffArgs(ToolInput):
     modifiedLabel: str | None = Field(None, description='Label for the modified side (default: "modified")')
 
 
-def _diff(args: DiffArgs, session: Session) -> Any:
+def _diff(args: DiffArgs, ctx: ToolContext) -> Any:
     if args.mode == "files":
         return canonical_args(
-            "diff", mode="files", original=workspace_path(session, args.original),
-            modified=workspace_path(session, args.modified),
+            "diff", mode="files", original=workspace_path(ctx, args.original),
+            modified=workspace_path(ctx, args.modified),
             original_label=args.originalLabel or args.original, modified_label=args.modifiedLabel or args.modified,
         )
     return canonical_args(
@@ -392,8 +392,8 @@ class GitArgs(ToolInput):
     cwd: str | None = Field(None, description="Repository path (defaults to the workspace root)")
 
 
-def _repo(session: Session, args: GitArgs) -> str:
-    return workspace_path(session, args.cwd or ".")
+def _repo(ctx: ToolContext, args: GitArgs) -> str:
+    return workspace_path(ctx, args.cwd or ".")
 
 
 def _git_failure(result: ToolResult, **empty: Any) -> ToolResult:
@@ -458,12 +458,12 @@ class GitBranchArgs(GitArgs):
     force: bool | None = Field(None, description="Force-delete even if not fully merged (delete only)")
 
 
-def _git_branch(args: GitBranchArgs, session: Session) -> Any:
+def _git_branch(args: GitBranchArgs, ctx: ToolContext) -> Any:
     if args.action != "list" and not args.branch:
         raise ToolError("invalid_arguments", f"'branch' is required for action '{args.action}'")
     return canonical_args(
         "git_branch",
-        cwd=_repo(session, args),
+        cwd=_repo(ctx, args),
         action=args.action,
         branch=args.branch,
         start_point=args.startPoint,

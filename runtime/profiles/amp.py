@@ -34,7 +34,7 @@ from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 NAME = "amp"
 MAX_FILE_SIZE = 65_536
@@ -79,26 +79,26 @@ def _message(result: ToolResult) -> str:
     return result.error.message if result.error else result.text
 
 
-async def home_dir(session: Session) -> str:
+async def home_dir(ctx: ToolContext) -> str:
     """The agent user's home directory (for ``~``), from the container's /etc/passwd: a read,
     not a process, since this runs before the permission policy has decided the call."""
-    cache: dict[str, str] = session.tool_state("amp.home", dict)
+    cache: dict[str, str] = ctx.tool_state("amp.home", dict)
     if "home" not in cache:
         cache["home"] = "/"
         try:
-            passwd = (await session.read_file("/etc/passwd", 0, 1024 * 1024)).decode("utf-8", "replace")
+            passwd = (await ctx.client.read_file("/etc/passwd", 0, 1024 * 1024)).decode("utf-8", "replace")
         except OpError:
             passwd = ""
         for line in passwd.splitlines():
             fields = line.split(":")
-            if len(fields) >= 6 and fields[0] == session.config.agent_user and fields[5].startswith("/"):
+            if len(fields) >= 6 and fields[0] == ctx.config.agent_user and fields[5].startswith("/"):
                 cache["home"] = fields[5]
     return cache["home"]
 
 
-async def expand(session: Session, path: str) -> str:
+async def expand(ctx: ToolContext, path: str) -> str:
     if path == "~" or path.startswith("~/"):
-        return (await home_dir(session)) + path[1:]
+        return (await home_dir(ctx)) + path[1:]
     return path
 
 
@@ -115,8 +115,8 @@ class ReadArgs(ToolInput):
     _path: str = PrivateAttr("")
 
 
-async def _read(args: ReadArgs, session: Session) -> Any:
-    path = session.resolve(await expand(session, args.path))
+async def _read(args: ReadArgs, ctx: ToolContext) -> Any:
+    path = ctx.resolve(await expand(ctx, args.path))
     args._path = path
     start, end = (int(v) for v in (args.read_range or DEFAULT_RANGE))
     start = max(1, start)
@@ -159,9 +159,9 @@ class EditFileArgs(ToolInput):
     replace_all: bool = Field(False, description="Replace all occurrences of old_str")
 
 
-async def _edit(args: EditFileArgs, session: Session) -> Any:
+async def _edit(args: EditFileArgs, ctx: ToolContext) -> Any:
     return canonical_args(
-        "edit_file", path=await expand(session, args.path), old_string=args.old_str, new_string=args.new_str,
+        "edit_file", path=await expand(ctx, args.path), old_string=args.old_str, new_string=args.new_str,
         replace_all=args.replace_all, whitespace_match=True, fuzzy_match=False, on_multiple="error",
     )
 
@@ -195,24 +195,24 @@ class CreateFileArgs(ToolInput):
     _seen: set[str] = PrivateAttr(default_factory=set)
 
 
-async def _create(args: CreateFileArgs, session: Session) -> Any:
-    path = session.resolve(await expand(session, args.path))
-    args._seen = session.tool_state("amp.guidance", set)
-    args._discovered = await _guidance_files(session, path, args._seen)
+async def _create(args: CreateFileArgs, ctx: ToolContext) -> Any:
+    path = ctx.resolve(await expand(ctx, args.path))
+    args._seen = ctx.tool_state("amp.guidance", set)
+    args._discovered = await _guidance_files(ctx, path, args._seen)
     return canonical_args(
         "write_file", path=path, content=args.content, ensure_trailing_newline=True, create_directories=True
     )
 
 
-async def _guidance_files(session: Session, path: str, seen: set[str]) -> list[str]:
+async def _guidance_files(ctx: ToolContext, path: str, seen: set[str]) -> list[str]:
     """AGENTS.md files in the directories from the workspace root down to ``path`` that this
     session has not reported yet (the root's own one is part of the agent's prompt already)."""
-    root = posixpath.normpath(session.config.workdir)
+    root = posixpath.normpath(ctx.config.workdir)
     directory = posixpath.dirname(path)
     found: list[str] = []
     while directory.startswith(root.rstrip("/") + "/"):
         candidate = posixpath.join(directory, GUIDANCE_FILE)
-        if candidate not in seen and candidate != path and (await session.stat(candidate)).exists:
+        if candidate not in seen and candidate != path and (await ctx.client.stat(candidate)).exists:
             found.append(candidate)
         directory = posixpath.dirname(directory)
     return found[::-1]
@@ -254,12 +254,12 @@ class BashArgs(ToolInput):
     _cwd: str = PrivateAttr("")
 
 
-async def _bash(args: BashArgs, session: Session) -> Any:
+async def _bash(args: BashArgs, ctx: ToolContext) -> Any:
     cmd = args.cmd.rstrip("&").strip()
-    cwd = session.resolve(await expand(session, args.cwd)) if args.cwd else session.config.workdir
+    cwd = ctx.resolve(await expand(ctx, args.cwd)) if args.cwd else ctx.config.workdir
     if cmd.startswith("cd ") and "&&" in cmd:
         cd_part, rest = cmd.split("&&", 1)
-        cwd = posixpath.normpath(posixpath.join(cwd, await expand(session, cd_part[3:].strip())))
+        cwd = posixpath.normpath(posixpath.join(cwd, await expand(ctx, cd_part[3:].strip())))
         cmd = rest.strip()
     args._cmd, args._cwd = cmd, cwd
     return canonical_args(
@@ -272,9 +272,9 @@ async def _bash(args: BashArgs, session: Session) -> Any:
 def serial(tool: Tool) -> Tool:
     """``tool`` with the calls of one session run one at a time (Amp's Bash "runs serially")."""
 
-    async def handler(session: Session, args: BaseModel) -> ToolResult:
-        async with session.tool_state("amp.bash.lock", anyio.Lock):
-            return await tool.handler(session, args)
+    async def handler(ctx: ToolContext, args: BaseModel) -> ToolResult:
+        async with ctx.tool_state("amp.bash.lock", anyio.Lock):
+            return await tool.handler(ctx, args)
 
     return dataclasses.replace(tool, handler=handler)
 
@@ -318,10 +318,10 @@ class GrepArgs(ToolInput):
     _base: str = PrivateAttr("")
 
 
-async def _grep(args: GrepArgs, session: Session) -> Any:
-    path = await expand(session, args.path) if args.path else None
+async def _grep(args: GrepArgs, ctx: ToolContext) -> Any:
+    path = await expand(ctx, args.path) if args.path else None
     # ripgrep prints paths as it was given them: relative to the working directory unless absolute.
-    args._base = "" if path and path.startswith("/") else session.resolve(".")
+    args._base = "" if path and path.startswith("/") else ctx.resolve(".")
     return canonical_args(
         "grep", pattern=args.pattern, path=path, glob=args.glob, ignore_case=not args.caseSensitive,
         literal=bool(args.literal), output_mode="content", max_per_file=GREP_PER_FILE, limit=GREP_TOTAL,
@@ -376,8 +376,8 @@ class FormatFileArgs(ToolInput):
     path: str = Field(description="Absolute path to the file to format")
 
 
-async def _format(args: FormatFileArgs, session: Session) -> Any:
-    path = session.resolve(await expand(session, args.path))
+async def _format(args: FormatFileArgs, ctx: ToolContext) -> Any:
+    path = ctx.resolve(await expand(ctx, args.path))
     ext = posixpath.splitext(path)[1].lower()
     formatters = next((f for exts, f in FORMATTERS.items() if ext in exts), ())
     command = "bash -c " + shlex.quote(_FORMAT_SCRIPT) + " format " + shlex.join([path, *formatters])

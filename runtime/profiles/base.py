@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from runtime.policy import Level
 from runtime.tools.base import REGISTRY, Tool, ToolResult
+from runtime.tools.context import CatalogEntry
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 
-def _identity_args(args: BaseModel, session: Session) -> BaseModel:
+def _identity_args(args: BaseModel, ctx: ToolContext) -> BaseModel:
     return args
 
 
@@ -34,7 +36,7 @@ class ProfileTool:
     canonical: Tool
     input_model: type[BaseModel]
     # Profile arguments -> canonical input model instance.
-    to_canonical: Callable[[BaseModel, Session], BaseModel | Awaitable[BaseModel]] = _identity_args
+    to_canonical: Callable[[BaseModel, ToolContext], BaseModel | Awaitable[BaseModel]] = _identity_args
     # Canonical result -> the specification's output shape and text.
     present: Callable[[ToolResult, BaseModel], ToolResult] = _identity_result
     description: str = ""
@@ -59,6 +61,14 @@ class Profile:
         self.tools[tool.name] = tool
         for alias in tool.aliases:
             self.aliases[alias] = tool.name
+        self.__dict__.pop("catalog", None)
+
+    @cached_property
+    def catalog(self) -> tuple[CatalogEntry, ...]:
+        """The tools this profile offers, under its own names, as tool_search shows them."""
+        return tuple(
+            CatalogEntry(t.name, t.description or t.canonical.description, t.input_model) for t in self.tools.values()
+        )
 
     def lookup(self, name: str) -> ProfileTool | None:
         return self.tools.get(self.aliases.get(name, name))

@@ -23,10 +23,10 @@ from runtime.errors import DaemonProtocolError
 from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
-from runtime.tools.grep import GrepReply
+from runtime.tools.search.grep import GrepReply
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 NAME = "grida"
 PATH_DESCRIPTION = (
@@ -162,21 +162,21 @@ class GrepFilesArgs(ToolInput):
     )
 
 
-def _all_files(session: Session) -> Any:
-    return canonical_args("glob", pattern="**", path=session.config.workdir, limit=MAX_FILES, sort_by="path")
+def _all_files(ctx: ToolContext) -> Any:
+    return canonical_args("glob", pattern="**", path=ctx.config.workdir, limit=MAX_FILES, sort_by="path")
 
 
-async def known_files(session: Session) -> list[str]:
+async def known_files(ctx: ToolContext) -> list[str]:
     """Absolute paths of every known file (what list_files returns), sorted."""
-    result = await REGISTRY["glob"].handler(session, _all_files(session))
+    result = await REGISTRY["glob"].handler(ctx, _all_files(ctx))
     return sorted(result.data["files"])
 
 
-async def _grep_files(session: Session, args: GrepFilesArgs) -> ToolResult:
+async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
     # Like `grep -n -F` over the known files; files_scanned counts every file looked at.
     prefix = args.path_prefix
-    root = posixpath.normpath(session.config.workdir)
-    files = [f for f in await known_files(session) if prefix is None or f.startswith(prefix)]
+    root = posixpath.normpath(ctx.config.workdir)
+    files = [f for f in await known_files(ctx) if prefix is None or f.startswith(prefix)]
     matches: list[dict[str, Any]] = []
     if files:
         op_args = {
@@ -186,12 +186,12 @@ async def _grep_files(session: Session, args: GrepFilesArgs) -> ToolResult:
             "timeout": 60.0,
         }
         blob = "\0".join(posixpath.relpath(f, root) for f in files).encode("utf-8", "surrogateescape")
-        result, _ = await session.op("grep", op_args, blob, timeout=75.0)
+        result, _ = await ctx.client.op("grep", op_args, blob, timeout=75.0)
         try:
             reply = GrepReply.model_validate(result)
         except ValidationError as exc:
             raise DaemonProtocolError(
-                f"daemon of session {session.id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
+                f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
             ) from None
         matches = [
             {"path": posixpath.join(root, f.path), "line": h.line, "text": h.lines[0] if h.lines else ""}

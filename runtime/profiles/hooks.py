@@ -8,8 +8,8 @@ program serves them by registering a hook::
 
     from runtime.profiles.hooks import register_hook
 
-    async def oracle(session, args):          # args: the tool's validated arguments
-        return await my_model.ask(args["task"])
+    async def oracle(ctx, args):              # ctx: a ToolContext (ctx.client.exec, ...);
+        return await my_model.ask(args["task"])  # args: the tool's validated arguments
 
     register_hook("amp", "oracle", oracle)                 # every session of the profile
     register_hook("amp", "oracle", oracle, session=s)      # one session only
@@ -24,45 +24,43 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from runtime.policy import Level
 from runtime.tools.base import Tool, ToolError, ToolResult
+from runtime.tools.context import HasToolContext, ToolContext
 
-if TYPE_CHECKING:
-    from runtime.session import Session
-
-HookHandler = Callable[["Session", dict[str, Any]], Any | Awaitable[Any]]
+HookHandler = Callable[["ToolContext", dict[str, Any]], Any | Awaitable[Any]]
 
 _HOOKS: dict[tuple[str, str], HookHandler] = {}
 _SESSION_KEY = "profile_hooks"
 
 
-def _session_hooks(session: Session) -> dict[tuple[str, str], HookHandler]:
-    hooks: dict[tuple[str, str], HookHandler] = session.tool_state(_SESSION_KEY, dict)
+def _session_hooks(ctx: ToolContext) -> dict[tuple[str, str], HookHandler]:
+    hooks: dict[tuple[str, str], HookHandler] = ctx.tool_state(_SESSION_KEY, dict)
     return hooks
 
 
-def register_hook(profile: str, tool: str, handler: HookHandler, *, session: Session | None = None) -> None:
+def register_hook(profile: str, tool: str, handler: HookHandler, *, session: HasToolContext | None = None) -> None:
     """Serve ``tool`` of ``profile`` with ``handler`` (for one session when ``session`` is given)."""
     if session is None:
         _HOOKS[(profile, tool)] = handler
     else:
-        _session_hooks(session)[(profile, tool)] = handler
+        _session_hooks(session.tool_context())[(profile, tool)] = handler
 
 
-def unregister_hook(profile: str, tool: str, *, session: Session | None = None) -> None:
+def unregister_hook(profile: str, tool: str, *, session: HasToolContext | None = None) -> None:
     if session is None:
         _HOOKS.pop((profile, tool), None)
     else:
-        _session_hooks(session).pop((profile, tool), None)
+        _session_hooks(session.tool_context()).pop((profile, tool), None)
 
 
-def find_hook(session: Session, profile: str, tool: str) -> HookHandler | None:
+def find_hook(ctx: ToolContext, profile: str, tool: str) -> HookHandler | None:
     """The session's own hook first, then the process-wide one."""
-    return _session_hooks(session).get((profile, tool)) or _HOOKS.get((profile, tool))
+    return _session_hooks(ctx).get((profile, tool)) or _HOOKS.get((profile, tool))
 
 
 def not_served_message(profile: str, tool: str, what: str) -> str:
@@ -72,11 +70,11 @@ def not_served_message(profile: str, tool: str, what: str) -> str:
     )
 
 
-async def call_hook(session: Session, profile: str, tool: str, args: BaseModel, what: str) -> Any:
-    handler = find_hook(session, profile, tool)
+async def call_hook(ctx: ToolContext, profile: str, tool: str, args: BaseModel, what: str) -> Any:
+    handler = find_hook(ctx, profile, tool)
     if handler is None:
         raise ToolError("not_served", not_served_message(profile, tool, what))
-    value = handler(session, args.model_dump(by_alias=True, exclude_none=True))
+    value = handler(ctx, args.model_dump(by_alias=True, exclude_none=True))
     return await value if inspect.isawaitable(value) else value
 
 
@@ -93,8 +91,8 @@ def hook_tool(
 
     The hook's return value is the result's ``data``; the profile's presenter shapes it."""
 
-    async def handler(session: Session, args: BaseModel) -> ToolResult:
-        value = await call_hook(session, profile, name, args, what)
+    async def handler(ctx: ToolContext, args: BaseModel) -> ToolResult:
+        value = await call_hook(ctx, profile, name, args, what)
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return ToolResult.success(text, value)
 

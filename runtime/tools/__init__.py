@@ -1,21 +1,14 @@
-"""Canonical tools. Importing this package registers every tool in ``REGISTRY``."""
+"""Canonical tools, one module per tool or close family, grouped by kind (files, search,
+process, git, web, planning, interaction, discovery, calculate). A tool is declared once
+(``base.py``: input model, level, access, prompt snippet, handler) and handed a
+``ToolContext`` (``context.py``), never the session. Importing this package registers every
+tool in ``REGISTRY``."""
 
-from runtime.tools import (  # noqa: F401, I001  # noqa: F401, I001  (registers tools)
-    calculate,
-    commands,
-    diffpatch,
-    discovery,
-    edit,
-    files,
-    git,
-    grep,
-    interaction,
-    listing,
-    planning,
-    shell,
-    tasks,
-    web,
-)
+from runtime.tools import calculate, discovery, git, interaction, planning  # noqa: F401  (registers tools)
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult, tool
+from runtime.tools.files import edit, patch, read_write  # noqa: F401
+from runtime.tools.process import commands, shell, tasks  # noqa: F401
+from runtime.tools.search import grep, listing  # noqa: F401
+from runtime.tools.web import fetch  # noqa: F401
 
 __all__ = ["REGISTRY", "Tool", "ToolError", "ToolInput", "ToolResult", "tool"]

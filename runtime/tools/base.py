@@ -1,24 +1,22 @@
 """How a canonical tool is defined: input model, permission level, prompt snippet, handler.
 
 A tool is declared once with :func:`tool`; the registry is what profiles map onto and
-what ``Session.call`` dispatches through.
+what the dispatcher runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.policy import Level
+from runtime.policy import Access, Level
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
-Access = Literal["read", "write", "execute", "delete", "network", "none"]
 
 
 class ToolErrorInfo(BaseModel):
@@ -66,11 +64,7 @@ class ToolInput(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-# The id of the tool call being handled (set by the dispatcher), for handlers that ask
-# the embedding program something and must name the call the audit log knows.
-current_call_id: ContextVar[str] = ContextVar("caisson_call_id", default="")
-
-Handler = Callable[["Session", Any], Awaitable[ToolResult]]
+Handler = Callable[["ToolContext", Any], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True)

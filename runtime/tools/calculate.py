@@ -19,7 +19,7 @@ from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 Number = int | float
 
@@ -189,7 +189,7 @@ class CalculateInput(ToolInput):
     access="none",
     snippet="Evaluate an arithmetic expression (powers, functions like sqrt/sin/log, constants pi/e)",
 )
-async def calculate(session: Session, args: CalculateInput) -> ToolResult:
+async def calculate(ctx: ToolContext, args: CalculateInput) -> ToolResult:
     try:
         value = evaluate(args.expression)
     except ZeroDivisionError:

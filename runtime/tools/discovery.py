@@ -7,38 +7,22 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 from rapidfuzz import fuzz
 
 from runtime.errors import OpError
 from runtime.policy import Level
 from runtime.tools.base import REGISTRY, ToolInput, ToolResult, tool
-
-if TYPE_CHECKING:
-    from runtime.session import Session
+from runtime.tools.context import CatalogEntry, HasToolContext, ToolContext
 
 
-@dataclass(frozen=True)
-class CatalogEntry:
-    name: str
-    description: str
-    input_model: type[BaseModel]
-
-    def schema(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "schema": self.input_model.model_json_schema()}
-
-
-def catalog(session: Session) -> list[CatalogEntry]:
-    """The tools this session offers: its profile's when it has one, else every canonical tool."""
-    dispatcher = session.dispatcher
-    if dispatcher is not None:
-        return [
-            CatalogEntry(t.name, t.description or t.canonical.description, t.input_model)
-            for t in dispatcher.profile.tools.values()
-        ]
+def catalog(ctx: ToolContext) -> list[CatalogEntry]:
+    """The tools this session offers: its profile's when the dispatcher named them, else every canonical tool."""
+    if ctx.catalog:
+        return list(ctx.catalog)
     return [CatalogEntry(t.name, t.description, t.input_model) for t in REGISTRY.values()]
 
 
@@ -96,8 +80,8 @@ class ToolSearchInput(ToolInput):
     access="none",
     snippet="Find this session's tools by intent (query) or exact names (select); returns their full schemas",
 )
-async def tool_search(session: Session, args: ToolSearchInput) -> ToolResult:
-    entries = catalog(session)
+async def tool_search(ctx: ToolContext, args: ToolSearchInput) -> ToolResult:
+    entries = catalog(ctx)
     missing: list[str] = []
     if args.select is not None:
         by_name = {e.name: e for e in entries}
@@ -134,13 +118,13 @@ class SkillSettings:
     directories: list[str] = field(default_factory=lambda: [".agent-air/skills", ".claude/skills", "skills"])
 
 
-def skill_settings(session: Session) -> SkillSettings:
-    return session.tool_state("discovery.skills", SkillSettings)
+def skill_settings(ctx: ToolContext) -> SkillSettings:
+    return ctx.tool_state("discovery.skills", SkillSettings)
 
 
-def configure_skills(session: Session, directories: list[str]) -> None:
+def configure_skills(session: HasToolContext, directories: list[str]) -> None:
     """Look for SKILL.md files under ``directories`` in this session's sandbox."""
-    skill_settings(session).directories = list(directories)
+    skill_settings(session.tool_context()).directories = list(directories)
 
 
 def parse_front_matter(text: str) -> dict[str, str]:
@@ -173,12 +157,12 @@ class ListSkillsInput(ToolInput):
     access="read",
     snippet="List the available skills (SKILL.md files): name, description, path",
 )
-async def list_skills(session: Session, args: ListSkillsInput) -> ToolResult:
+async def list_skills(ctx: ToolContext, args: ListSkillsInput) -> ToolResult:
     files: list[str] = []
-    for directory in skill_settings(session).directories:
-        root = posixpath.normpath(posixpath.join(session.config.workdir, directory))
+    for directory in skill_settings(ctx).directories:
+        root = posixpath.normpath(posixpath.join(ctx.config.workdir, directory))
         try:
-            walked = await session.walk(root, include_hidden=True, max_entries=20_000, ignore_files=())
+            walked = await ctx.client.walk(root, include_hidden=True, max_entries=20_000, ignore_files=())
         except OpError:
             continue
         files += [
@@ -190,7 +174,7 @@ async def list_skills(session: Session, args: ListSkillsInput) -> ToolResult:
 
     async def load(path: str) -> None:
         try:
-            text = (await session.read_range(path, 0, 64 * 1024)).data.decode("utf-8", "replace")
+            text = (await ctx.client.read_range(path, 0, 64 * 1024)).data.decode("utf-8", "replace")
         except OpError:
             return
         meta = parse_front_matter(text)

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from runtime.client.models import ExecResult
 from runtime.errors import OpError
-from runtime.models import ExecResult
 from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
@@ -78,10 +78,10 @@ def git_error(res: ExecResult, repo: str) -> ToolError:
 
 
 async def run_git(
-    session: Session, repo: str, *argv: str, timeout: float = 60.0, stdout_max: int = DIFF_MAX
+    ctx: ToolContext, repo: str, *argv: str, timeout: float = 60.0, stdout_max: int = DIFF_MAX
 ) -> ExecResult:
     try:
-        return await session.exec(
+        return await ctx.client.exec(
             ["git", *argv], cwd=repo, env=GIT_ENV, timeout=timeout, stdout_max=stdout_max, stderr_max=64 * 1024
         )
     except OpError as exc:
@@ -92,9 +92,9 @@ async def run_git(
         raise
 
 
-async def git_ok(session: Session, repo: str, *argv: str, timeout: float = 60.0, stdout_max: int = DIFF_MAX) -> str:
+async def git_ok(ctx: ToolContext, repo: str, *argv: str, timeout: float = 60.0, stdout_max: int = DIFF_MAX) -> str:
     """stdout of a git command that must succeed; a ToolError naming the problem otherwise."""
-    res = await run_git(session, repo, *argv, timeout=timeout, stdout_max=stdout_max)
+    res = await run_git(ctx, repo, *argv, timeout=timeout, stdout_max=stdout_max)
     if res.exit_code != 0:
         raise git_error(res, repo)
     return res.stdout
@@ -200,8 +200,8 @@ class RepoInput(ToolInput):
     cwd: str | None = Field(None, description="Repository path (default: the session's working directory)")
 
 
-def _repo(session: Session, args: RepoInput) -> str:
-    return session.resolve(args.cwd) if args.cwd else session.cwd
+def _repo(ctx: ToolContext, args: RepoInput) -> str:
+    return ctx.resolve(args.cwd) if args.cwd else ctx.cwd
 
 
 def _repo_paths(args: Any) -> list[str]:
@@ -220,9 +220,9 @@ class GitStatusInput(RepoInput):
     snippet="Working-tree status of a git repository: changed files and whether it is clean",
     paths=_repo_paths,
 )
-async def git_status(session: Session, args: GitStatusInput) -> ToolResult:
-    repo = _repo(session, args)
-    out = await git_ok(session, repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--branch")
+async def git_status(ctx: ToolContext, args: GitStatusInput) -> ToolResult:
+    repo = _repo(ctx, args)
+    out = await git_ok(ctx, repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--branch")
     branch, entries = parse_status(out)
     data = {
         "branch": branch.branch if branch else None,
@@ -256,14 +256,14 @@ class GitLogInput(RepoInput):
     snippet="Recent commits: hash, date, author, message",
     paths=_repo_paths,
 )
-async def git_log(session: Session, args: GitLogInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_log(ctx: ToolContext, args: GitLogInput) -> ToolResult:
+    repo = _repo(ctx, args)
     argv = ["log", "-z", f"--format={LOG_FORMAT}", f"--max-count={args.max_count}"]
     if args.ref:
         argv += ["--end-of-options", args.ref]
     if args.path:
         argv += ["--", args.path]
-    res = await run_git(session, repo, *argv)
+    res = await run_git(ctx, repo, *argv)
     if res.exit_code != 0:
         if "does not have any commits yet" in res.stderr:
             return ToolResult.success("No commits yet.", {"commits": []})
@@ -289,8 +289,8 @@ class GitDiffInput(RepoInput):
     snippet="Unified diff of a git repository (unstaged, staged, or against a ref)",
     paths=_repo_paths,
 )
-async def git_diff(session: Session, args: GitDiffInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
+    repo = _repo(ctx, args)
     argv = ["diff", "--no-color", "--no-ext-diff"]
     if args.staged:
         argv.append("--cached")
@@ -298,7 +298,7 @@ async def git_diff(session: Session, args: GitDiffInput) -> ToolResult:
         argv += ["--end-of-options", args.ref]
     if args.path:
         argv += ["--", args.path]
-    res = await run_git(session, repo, *argv, stdout_max=DIFF_MAX)
+    res = await run_git(ctx, repo, *argv, stdout_max=DIFF_MAX)
     if res.exit_code != 0:
         raise git_error(res, repo)
     data = {"diff": res.stdout, "truncated": res.stdout_truncated}
@@ -323,18 +323,18 @@ class GitCommitInput(RepoInput):
     snippet="Stage files (default: all changes) and commit; returns the commit hash and branch",
     paths=lambda a: [a.cwd or "."] + [posixpath.join(a.cwd or ".", f) for f in a.files or []],
 )
-async def git_commit(session: Session, args: GitCommitInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_commit(ctx: ToolContext, args: GitCommitInput) -> ToolResult:
+    repo = _repo(ctx, args)
     if args.files:
-        await git_ok(session, repo, "add", "--", *args.files)
+        await git_ok(ctx, repo, "add", "--", *args.files)
     else:
-        await git_ok(session, repo, "add", "-A")
-    res = await run_git(session, repo, "commit", "-q", "-m", args.message)
+        await git_ok(ctx, repo, "add", "-A")
+    res = await run_git(ctx, repo, "commit", "-q", "-m", args.message)
     if res.exit_code != 0:
         if "nothing to commit" in res.stdout or "nothing added to commit" in res.stdout:
             raise ToolError("nothing_to_commit", "Nothing to commit: the working tree has no changes to record.")
         raise git_error(res, repo)
-    commit_hash, branch = (await git_ok(session, repo, "rev-parse", "HEAD", "--abbrev-ref", "HEAD")).split()[:2]
+    commit_hash, branch = (await git_ok(ctx, repo, "rev-parse", "HEAD", "--abbrev-ref", "HEAD")).split()[:2]
     branch_name = None if branch == "HEAD" else branch
     data = {"commit_hash": commit_hash, "short_hash": commit_hash[:7], "branch": branch_name, "message": args.message}
     return ToolResult.success(f"Committed {commit_hash[:7]} on {branch_name or 'detached HEAD'}: {args.message}", data)
@@ -361,10 +361,10 @@ class GitBranchInput(RepoInput):
     snippet="List, create or delete git branches",
     paths=_repo_paths,
 )
-async def git_branch(session: Session, args: GitBranchInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_branch(ctx: ToolContext, args: GitBranchInput) -> ToolResult:
+    repo = _repo(ctx, args)
     if args.action == "list":
-        out = await git_ok(session, repo, "for-each-ref", f"--format={BRANCH_FORMAT}", "refs/heads")
+        out = await git_ok(ctx, repo, "for-each-ref", f"--format={BRANCH_FORMAT}", "refs/heads")
         branches = parse_branches(out)
         current = next((b["name"] for b in branches if b["current"]), None)
         if not branches:
@@ -376,10 +376,10 @@ async def git_branch(session: Session, args: GitBranchInput) -> ToolResult:
         argv = ["branch"] + (["--force"] if args.force else []) + ["--end-of-options", name]
         if args.start_point:
             argv.append(args.start_point)
-        await git_ok(session, repo, *argv)
+        await git_ok(ctx, repo, *argv)
         where = f" at {args.start_point}" if args.start_point else ""
         return ToolResult.success(f"Created branch {name}{where}.", {"branch": name, "action": "create"})
-    await git_ok(session, repo, "branch", "-D" if args.force else "-d", "--end-of-options", name)
+    await git_ok(ctx, repo, "branch", "-D" if args.force else "-d", "--end-of-options", name)
     return ToolResult.success(f"Deleted branch {name}.", {"branch": name, "action": "delete"})
 
 
@@ -396,16 +396,16 @@ class GitCheckoutInput(RepoInput):
     snippet="Switch to a branch, tag or commit (optionally creating a new branch there)",
     paths=_repo_paths,
 )
-async def git_checkout(session: Session, args: GitCheckoutInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_checkout(ctx: ToolContext, args: GitCheckoutInput) -> ToolResult:
+    repo = _repo(ctx, args)
     argv = ["checkout", "-q"]
     if args.new_branch:
         argv += ["-b", args.new_branch]
     # The trailing "--" makes git read `branch` as a ref, never as a file to restore.
-    await git_ok(session, repo, *argv, args.branch, "--")
-    branch = (await git_ok(session, repo, "rev-parse", "--abbrev-ref", "HEAD")).strip()
+    await git_ok(ctx, repo, *argv, args.branch, "--")
+    branch = (await git_ok(ctx, repo, "rev-parse", "--abbrev-ref", "HEAD")).strip()
     if branch == "HEAD":
-        commit = (await git_ok(session, repo, "rev-parse", "--short", "HEAD")).strip()
+        commit = (await git_ok(ctx, repo, "rev-parse", "--short", "HEAD")).strip()
         return ToolResult.success(
             f"HEAD is now detached at {commit} ({args.branch}).", {"branch": None, "detached": True, "commit": commit}
         )
@@ -427,11 +427,11 @@ class GitPushInput(RepoInput):
     snippet="Push a branch to a remote (no credentials are passed into the sandbox)",
     paths=_repo_paths,
 )
-async def git_push(session: Session, args: GitPushInput) -> ToolResult:
-    repo = _repo(session, args)
+async def git_push(ctx: ToolContext, args: GitPushInput) -> ToolResult:
+    repo = _repo(ctx, args)
     branch = args.branch
     if not branch:
-        branch = (await git_ok(session, repo, "rev-parse", "--abbrev-ref", "HEAD")).strip()
+        branch = (await git_ok(ctx, repo, "rev-parse", "--abbrev-ref", "HEAD")).strip()
         if branch == "HEAD":
             raise ToolError("detached_head", "HEAD is detached: name the branch to push")
     argv = ["push", "--porcelain"]
@@ -439,7 +439,7 @@ async def git_push(session: Session, args: GitPushInput) -> ToolResult:
         argv.append("--set-upstream")
     if args.force:
         argv.append("--force")
-    res = await run_git(session, repo, *argv, "--end-of-options", args.remote, branch, timeout=120.0)
+    res = await run_git(ctx, repo, *argv, "--end-of-options", args.remote, branch, timeout=120.0)
     if res.exit_code != 0:
         raise git_error(res, repo)
     summary = "\n".join(line for line in res.stdout.splitlines() if line and not line.startswith("To "))

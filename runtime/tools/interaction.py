@@ -1,7 +1,7 @@
 """User interaction: ask_user_questions and ask_for_permissions.
 
 Both reach the user through the session's **interaction handler**, which the embedding
-program supplies (``session.interaction_handler``, set by ``Runtime.open_session``)::
+program supplies (``interaction_handler`` of ``Runtime.open_session``, handed to tools in their context)::
 
     async def handler(questions: list[Question]) -> Mapping[str, str | list[str] | None]:
         ...
@@ -15,7 +15,7 @@ ask_for_permissions goes through the permission policy's approval handler when t
 session has one (``PolicyEngine.request_permission``); otherwise it asks one SingleChoice
 question (allow once / allow for this session / deny) through the interaction handler,
 where any other answer denies, with the answer as the user's message. Either way the
-grant lands in the permission layer's grant store (``session.grants``), so the policy
+grant lands in the permission layer's grant store (``ctx.grants``), so the policy
 honours it for later calls (a once-grant for the next call it covers), and a request an
 existing grant covers is answered without asking.
 """
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from runtime.policy import Grant, GrantLevel, GrantStore, Level, PermissionAnswer
-from runtime.tools.base import ToolError, ToolInput, ToolResult, current_call_id, tool
+from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import ToolContext
 
 QuestionType = Literal["SingleChoice", "MultiChoice", "FreeText"]
 Answer = str | list[str] | None
@@ -126,8 +126,8 @@ def _invalid(issues: list[ValidationIssue]) -> ToolResult:
     return ToolResult.failure(issues[0].code, message, payload)
 
 
-def _handler(session: Session, tool_name: str) -> InteractionHandler:
-    handler = session.interaction_handler
+def _handler(ctx: ToolContext, tool_name: str) -> InteractionHandler:
+    handler = ctx.interaction_handler
     if handler is None:
         raise ToolError(
             "no_interaction_handler",
@@ -137,8 +137,8 @@ def _handler(session: Session, tool_name: str) -> InteractionHandler:
     return handler
 
 
-async def _ask(session: Session, tool_name: str, questions: list[Question]) -> Mapping[str, Answer]:
-    answers = await _handler(session, tool_name)(questions)
+async def _ask(ctx: ToolContext, tool_name: str, questions: list[Question]) -> Mapping[str, Answer]:
+    answers = await _handler(ctx, tool_name)(questions)
     if not isinstance(answers, Mapping) or not all(isinstance(k, str) and _is_answer(v) for k, v in answers.items()):
         raise ToolError(
             "invalid_answers",
@@ -158,11 +158,11 @@ class AskUserQuestionsInput(ToolInput):
     access="none",
     snippet="Ask the user structured questions (SingleChoice, MultiChoice, FreeText) and wait for the answers",
 )
-async def ask_user_questions(session: Session, args: AskUserQuestionsInput) -> ToolResult:
+async def ask_user_questions(ctx: ToolContext, args: AskUserQuestionsInput) -> ToolResult:
     issues = check_questions(args.questions)
     if issues:
         return _invalid(issues)
-    raw = await _ask(session, "ask_user_questions", args.questions)
+    raw = await _ask(ctx, "ask_user_questions", args.questions)
     answers, issues = check_answers(args.questions, raw)
     if issues:
         return _invalid(issues)
@@ -187,19 +187,8 @@ class AskForPermissionsInput(ToolInput):
     reason: str | None = Field(None, description="Why it is needed")
 
 
-def _grant_store(session: Session) -> GrantStore:
-    grants = getattr(session, "grants", None)
-    if grants is None:
-        raise ToolError(
-            "no_grant_store",
-            "ask_for_permissions needs the session's permission grant store (session.grants), which the "
-            "permission layer sets when the session is opened through a Runtime.",
-        )
-    return grants  # type: ignore[no-any-return]
-
-
 async def _ask_user(
-    session: Session, grants: GrantStore, grant: Grant, args: AskForPermissionsInput
+    ctx: ToolContext, grants: GrantStore, grant: Grant, args: AskForPermissionsInput
 ) -> PermissionAnswer:
     """The same flow as PolicyEngine.request_permission, asked through the interaction handler."""
     existing = grants.covering(grant)
@@ -210,7 +199,7 @@ async def _ask_user(
     if args.reason:
         text += f" (Reason: {args.reason})"
     question = Question(text=text, type="SingleChoice", choices=[ALLOW_ONCE, ALLOW_SESSION, DENY], required=True)
-    picked = _selections((await _ask(session, "ask_for_permissions", [question])).get(question.text))
+    picked = _selections((await _ask(ctx, "ask_for_permissions", [question])).get(question.text))
     choice = picked[0] if len(picked) == 1 else None
     if choice not in (ALLOW_ONCE, ALLOW_SESSION):
         # A typed answer instead of a choice denies, and is passed on as the user's message.
@@ -228,21 +217,21 @@ async def _ask_user(
     access="none",
     snippet="Ask the user for permission on a path, domain or command (once or for the whole session)",
 )
-async def ask_for_permissions(session: Session, args: AskForPermissionsInput) -> ToolResult:
-    grants = _grant_store(session)
+async def ask_for_permissions(ctx: ToolContext, args: AskForPermissionsInput) -> ToolResult:
+    grants = ctx.grants
     grant = Grant(
         target_type=args.target_type, target=args.target, level=GrantLevel(args.level),
         recursive=args.recursive, description=args.description,
     )
-    engine = getattr(session.dispatcher, "engine", None)
+    engine = ctx.permissions
     if engine is not None and engine.approval_handler is not None:
         # The approval handler of the permission policy answers; grants land in the same store.
         answer = await engine.request_permission(
-            grant, tenant=session.config.tenant, session_id=session.id, call_id=current_call_id.get() or "c-" + uuid.uuid4().hex[:12],
+            grant, tenant=ctx.config.tenant, session_id=ctx.session_id, call_id=ctx.call_id or "c-" + uuid.uuid4().hex[:12],
             description=args.description, reason=args.reason,
         )
-    elif session.interaction_handler is not None:
-        answer = await _ask_user(session, grants, grant, args)
+    elif ctx.interaction_handler is not None:
+        answer = await _ask_user(ctx, grants, grant, args)
     else:
         raise ToolError(
             "no_interaction_handler",

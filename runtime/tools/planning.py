@@ -27,7 +27,7 @@ from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from runtime.tools.context import HasToolContext, ToolContext
 
 # ---- todos ------------------------------------------------------------------------------------
 
@@ -65,14 +65,14 @@ def render_todos(todos: list[TodoItem]) -> str:
     snippet="Plan and track work: pass the complete todo list every call (at most one in_progress)",
     guidelines=("Update the todo list as you work: mark one item in_progress at a time, completed when done.",),
 )
-async def todo_write(session: Session, args: TodoWriteInput) -> ToolResult:
+async def todo_write(ctx: ToolContext, args: TodoWriteInput) -> ToolResult:
     active = [t.content for t in args.todos if t.status == "in_progress"]
     if len(active) > 1:
         raise ToolError(
             "multiple_in_progress",
             f"At most one todo may be in_progress at a time; got {len(active)}: " + "; ".join(active),
         )
-    store: dict[str, list[TodoItem]] = session.tool_state("planning.todos", dict)
+    store: dict[str, list[TodoItem]] = ctx.tool_state("planning.todos", dict)
     previous = store.get("todos", [])
     store["todos"] = list(args.todos)
     counts: Counter[str] = Counter(t.status for t in args.todos)
@@ -199,25 +199,25 @@ class PlanSettings:
     directory: str = ".agent-air/plans"
 
 
-def plan_settings(session: Session) -> PlanSettings:
-    return session.tool_state("planning.settings", PlanSettings)
+def plan_settings(ctx: ToolContext) -> PlanSettings:
+    return ctx.tool_state("planning.settings", PlanSettings)
 
 
-def configure_plans(session: Session, directory: str) -> None:
+def configure_plans(session: HasToolContext, directory: str) -> None:
     """Store this session's plans under ``directory`` (e.g. ``.agent-air/plans``)."""
-    plan_settings(session).directory = directory
+    plan_settings(session.tool_context()).directory = directory
 
 
 class PlanStore:
     """The plan files of one session's workspace, with per-file locks."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.locks: dict[str, anyio.Lock] = session.tool_state("planning.locks", dict)
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.locks: dict[str, anyio.Lock] = ctx.tool_state("planning.locks", dict)
 
     @property
     def directory(self) -> str:
-        return posixpath.normpath(posixpath.join(self.session.config.workdir, plan_settings(self.session).directory))
+        return posixpath.normpath(posixpath.join(self.ctx.config.workdir, plan_settings(self.ctx).directory))
 
     def path(self, plan_id: str) -> str:
         if not PLAN_ID.fullmatch(plan_id):
@@ -229,7 +229,7 @@ class PlanStore:
 
     async def ids(self) -> list[str]:
         try:
-            entries = await self.session.list_dir(self.directory)
+            entries = await self.ctx.client.list_dir(self.directory)
         except OpError as exc:
             if exc.code in ("not_found", "not_a_directory"):
                 return []
@@ -240,7 +240,7 @@ class PlanStore:
     async def read(self, plan_id: str) -> tuple[Plan, str, str]:
         """The plan, the file's text and its sha256."""
         try:
-            got = await self.session.read_range(self.path(plan_id), hash=True)
+            got = await self.ctx.client.read_range(self.path(plan_id), hash=True)
         except OpError as exc:
             if exc.code == "not_found":
                 raise ToolError(
@@ -258,7 +258,7 @@ class PlanStore:
                 plan = Plan(f"plan-{number:03d}", title, status, _now(), steps)
                 try:
                     # "" = the file must not exist: a plan created elsewhere meanwhile is never replaced.
-                    await self.session.write_file(self.path(plan.id), render_plan(plan), expected_sha256="")
+                    await self.ctx.client.write_file(self.path(plan.id), render_plan(plan), expected_sha256="")
                     return plan
                 except OpError as exc:
                     if exc.code not in ("conflict", "exists"):
@@ -274,7 +274,7 @@ class PlanStore:
                 plan, text, sha = await self.read(plan_id)
                 new_text = change(plan, text)
                 try:
-                    await self.session.write_file(self.path(plan_id), new_text, expected_sha256=sha)
+                    await self.ctx.client.write_file(self.path(plan_id), new_text, expected_sha256=sha)
                     return parse_plan(new_text, plan_id)
                 except OpError as exc:
                     if exc.code != "conflict":
@@ -317,8 +317,8 @@ class MarkdownPlanInput(ToolInput):
     access="write",
     snippet="Create (or overwrite by id) a durable markdown plan in the workspace; ids are plan-001, plan-002, ...",
 )
-async def markdown_plan(session: Session, args: MarkdownPlanInput) -> ToolResult:
-    store = PlanStore(session)
+async def markdown_plan(ctx: ToolContext, args: MarkdownPlanInput) -> ToolResult:
+    store = PlanStore(ctx)
     steps = [Step(s.description, s.notes or "") for s in args.steps]
     if args.plan_id is None:
         plan = await store.create(args.title, steps, args.status)
@@ -348,8 +348,8 @@ class UpdatePlanStepInput(ToolInput):
     access="write",
     snippet="Set the status of one step of a markdown plan ([ ] pending, [~] in_progress, [x] completed, [-] skipped)",
 )
-async def update_plan_step(session: Session, args: UpdatePlanStepInput) -> ToolResult:
-    store = PlanStore(session)
+async def update_plan_step(ctx: ToolContext, args: UpdatePlanStepInput) -> ToolResult:
+    store = PlanStore(ctx)
 
     def set_step(plan: Plan, text: str) -> str:
         if not 1 <= args.step <= len(plan.steps):
@@ -380,8 +380,8 @@ class ListPlansInput(ToolInput):
     access="read",
     snippet="List the workspace's markdown plans with status and progress",
 )
-async def list_plans(session: Session, args: ListPlansInput) -> ToolResult:
-    store = PlanStore(session)
+async def list_plans(ctx: ToolContext, args: ListPlansInput) -> ToolResult:
+    store = PlanStore(ctx)
     ids = await store.ids()
     plans: dict[str, Plan] = {}
 
@@ -413,7 +413,7 @@ class ReadPlanInput(ToolInput):
     access="read",
     snippet="Read a markdown plan by id",
 )
-async def read_plan(session: Session, args: ReadPlanInput) -> ToolResult:
-    store = PlanStore(session)
+async def read_plan(ctx: ToolContext, args: ReadPlanInput) -> ToolResult:
+    store = PlanStore(ctx)
     plan, markdown, _ = await store.read(args.plan_id)
     return ToolResult.success(markdown, {**_summary(plan), "markdown": markdown})

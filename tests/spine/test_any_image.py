@@ -7,7 +7,7 @@ import io
 import pytest
 
 from runtime import ImageError, Runtime
-from runtime.images import resolve_base
+from runtime.docker.images import resolve_base
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from runtime import CallTimeout, DaemonDied, DaemonProtocolError, Runtime
-from runtime.channel import Channel
+from runtime.transport.channel import Channel
 from sandbox.protocol import encode_frame
 
 pytestmark = pytest.mark.anyio
@@ -64,11 +64,8 @@ class ScriptedDaemon:
 async def _call_against(reply: bytes | None, timeout: float = 2.0) -> tuple[Channel, BaseException]:
     transport = ScriptedDaemon(reply)
     channel = Channel(transport, max_frame=1024 * 1024, name="fake")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(channel.run)
-        with pytest.raises(Exception) as err:
-            await channel.call("ping", {}, timeout=timeout)
-        tg.cancel_scope.cancel()
+    with pytest.raises(Exception) as err:
+        await channel.call("ping", {}, timeout=timeout)
     return channel, err.value
 
 

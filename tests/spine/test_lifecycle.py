@@ -14,7 +14,7 @@ import docker.errors
 import pytest
 
 from runtime import Runtime, RuntimeConfig, SessionError
-from runtime.docker_backend import LABEL_SESSION
+from runtime.docker.containers import LABEL_SESSION
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from toolcall import call
 
 from runtime import Session
 from runtime.tools.base import ToolError
-from runtime.tools.edit import commit, load_text
+from runtime.tools.files.edit import commit, load_text
 
 pytestmark = pytest.mark.anyio
 
@@ -140,10 +140,10 @@ async def test_stale_version_and_concurrent_change_are_conflicts(shared_session:
     )
     assert stale.error.code == "conflict" and await text(shared_session, path) == "v = 1\nw = 2\n"
     # A change landing between the edit's read and its write is not overwritten.
-    loaded = await load_text(shared_session, path)
+    loaded = await load_text(shared_session.tool_context(), path)
     await shared_session.write_file(path, "concurrent\n")
     with pytest.raises(ToolError) as err:
-        await commit(shared_session, loaded, "v = 9\nw = 2\n")
+        await commit(shared_session.tool_context(), loaded, "v = 9\nw = 2\n")
     assert err.value.code == "conflict" and await text(shared_session, path) == "concurrent\n"
 
 

@@ -170,16 +170,6 @@ async def test_permission_goes_through_the_approval_handler_when_there_is_one(rt
         assert s.grants.match("domain", "docs.example.com", GrantLevel.READ) is not None
 
 
-async def test_no_grant_store_is_a_clear_error(session: Session) -> None:
-    grants = session.grants
-    del session.grants
-    try:
-        r = await call(session, "ask_for_permissions", **PERMISSION)
-        assert not r.ok and code(r) == "no_grant_store"
-    finally:
-        session.grants = grants
-
-
 # ---- tool_search -----------------------------------------------------------------------------------
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.models import WalkEntry, WalkResult
-from runtime.tools import matching
+from runtime.client.models import WalkEntry, WalkResult
 from runtime.tools.base import ToolError
-from runtime.tools.diffpatch import apply_hunks, parse_patch
-from runtime.tools.grep import check_pattern
-from runtime.tools.listing import IgnoreRules, select_files
-from runtime.tools.textutil import GitGlob, changed_lines, glob_regex, unified_diff
+from runtime.tools.files import matching
+from runtime.tools.files.patch import apply_hunks, parse_patch
+from runtime.tools.search.grep import check_pattern
+from runtime.tools.search.listing import IgnoreRules, select_files
+from runtime.tools.text import GitGlob, changed_lines, glob_regex, unified_diff
 
 
 def apply(content: str, old: str, new: str, **kw: object) -> tuple[str, matching.Match]:

@@ -174,7 +174,7 @@ async def test_concurrent_step_updates_are_not_lost(session: Session) -> None:
 async def test_a_write_from_elsewhere_is_never_overwritten(session: Session) -> None:
     """Compare-and-swap: a change made between the read and the write is re-read, not lost."""
     await call(session, "markdown_plan", title="cas", steps=[{"description": "a"}, {"description": "b"}])
-    store = PlanStore(session)
+    store = PlanStore(session.tool_context())
     path = store.path("plan-001")
     attempts = 0
 

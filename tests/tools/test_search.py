@@ -12,10 +12,10 @@ import pytest
 from toolcall import call
 
 from runtime import Runtime, Session
-from runtime.bench_tools import make_tree
-from runtime.images import resolve_base
-from runtime.tools.grep import GrepInput, run_search
-from runtime.tools.listing import GlobInput, find_files
+from runtime.bench.file_tools import make_tree
+from runtime.docker.images import resolve_base
+from runtime.tools.search.grep import GrepInput, run_search
+from runtime.tools.search.listing import GlobInput, find_files
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +179,7 @@ async def test_file_with_a_late_nul_byte_is_binary_for_both_engines(shared_sessi
     for mode in ("content", "count", "files_with_matches"):
         args = GrepInput(pattern="hello", path=root, output_mode=mode)
         for engine in ("rg", "python"):
-            _, reply = await run_search(shared_session, args, engine)  # type: ignore[arg-type]
+            _, reply = await run_search(shared_session.tool_context(), args, engine)  # type: ignore[arg-type]
             assert [f.path for f in reply.files] == ["ok.txt"], (mode, engine)
 
 
@@ -271,8 +271,8 @@ async def test_grep_gives_identical_results_with_and_without_ripgrep(
     shared_session: Session, generated: str, query: dict[str, Any]
 ) -> None:
     args = GrepInput.model_validate({**query, "path": f"{generated}/{query.get('path', '')}".rstrip("/")})
-    _, rg = await run_search(shared_session, args, "rg")
-    _, py = await run_search(shared_session, args, "python")
+    _, rg = await run_search(shared_session.tool_context(), args, "rg")
+    _, py = await run_search(shared_session.tool_context(), args, "python")
     assert (rg.engine, py.engine) == ("rg", "python")
     assert rg.files, "a parity query should find something"
     assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})
@@ -284,8 +284,8 @@ async def test_glob_gives_identical_results_with_and_without_ripgrep(
 ) -> None:
     for hidden in (False, True):
         args = GlobInput(pattern=pattern, include_hidden=hidden, limit=5000)
-        assert await find_files(shared_session, generated, pattern, args, "rg") == await find_files(
-            shared_session, generated, pattern, args, "python"
+        assert await find_files(shared_session.tool_context(), generated, pattern, args, "rg") == await find_files(
+            shared_session.tool_context(), generated, pattern, args, "python"
         )
 
 
@@ -302,8 +302,8 @@ async def test_image_without_ripgrep_uses_the_python_engine(
         await make_tree(bare, generated, files=1200, seed=11)
         for query in PARITY_QUERIES[:6]:
             args = GrepInput.model_validate({**query, "path": generated})
-            _, here = await run_search(bare, args)
-            _, with_rg = await run_search(shared_session, args)
+            _, here = await run_search(bare.tool_context(), args)
+            _, with_rg = await run_search(shared_session.tool_context(), args)
             assert (here.engine, with_rg.engine) == ("python", "rg")
             assert here.model_dump(exclude={"engine"}) == with_rg.model_dump(exclude={"engine"})
         r = await call(bare, "glob", pattern="**/*.md", path=generated, sort_by="path")

@@ -10,9 +10,9 @@ import pytest
 from toolcall import call
 
 from runtime import Runtime, Session
-from runtime.bench_shell import bench_bash
+from runtime.bench.shell import bench_bash
 from runtime.tools.base import REGISTRY, ToolResult
-from runtime.tools.shell import BashInput, render_output, take_report
+from runtime.tools.process.shell import BashInput, render_output, take_report
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ import pytest
 from toolcall import call, code
 
 from runtime import Session
-from runtime.tools.web import (
+from runtime.tools.web.fetch import (
     SearchResult,
     WebSettings,
     check_url,

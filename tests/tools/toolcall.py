@@ -16,7 +16,7 @@ async def call(session: Session, name: str, **args: Any) -> ToolResult:
     """Validate ``args`` against the tool's input model and run its handler."""
     t = REGISTRY[name]
     try:
-        return await t.handler(session, t.input_model.model_validate(args))
+        return await t.handler(session.tool_context(), t.input_model.model_validate(args))
     except ValidationError as exc:
         return ToolResult.failure("invalid_arguments", str(exc))
     except ToolError as exc:

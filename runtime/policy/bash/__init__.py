@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from ..levels import Level
 from ..paths import DEFAULT_PROTECTED_PATHS, DEFAULT_SECRET_EXCEPTIONS, DEFAULT_SECRET_PATTERNS, DEFAULT_WORKSPACE_ROOTS
 from .analysis import Analyzer
+from .commands import HANDLERS
 from .destructive import backstop
 from .lexer import Lexer, ParseError
 from .result import BashClassification, BashSegment
@@ -65,7 +66,7 @@ def classify_bash(
     protected_paths: Sequence[str] = DEFAULT_PROTECTED_PATHS,
 ) -> BashClassification:
     """Classify a bash command line (see the module docstring for the rules)."""
-    a = Analyzer(workspace_roots, secret_patterns, secret_exceptions, protected_paths, cwd)
+    a = Analyzer(HANDLERS, workspace_roots, secret_patterns, secret_exceptions, protected_paths, cwd)
     parsed = True
     if len(command) > MAX_COMMAND_LENGTH:
         a.effect(_D, f"command too long to analyse ({len(command)} characters)")

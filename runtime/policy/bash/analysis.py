@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..levels import Level
 from ..paths import normalize
-from .commands import DOWNLOADERS, HANDLERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
 from .destructive import BLOCK_DEVICE_RE, backstop
 from .lexer import ASSIGN_RE, MAX_DEPTH, Lexer, ParseError, Redir, Tok, Word
 from .parser import Simple, parse
 from .places import Places
+from .programs import DOWNLOADERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
 from .result import BashSegment
 from .variables import SENSITIVE_VAR_RE, evaluates_subscript
 
@@ -43,6 +43,7 @@ class Seg:
 class Analyzer:
     def __init__(
         self,
+        handlers: Mapping[str, Handler],
         roots: Sequence[str],
         secret_patterns: Sequence[str],
         secret_exceptions: Sequence[str],
@@ -53,6 +54,8 @@ class Analyzer:
         # xargs, find -exec) being analysed: both are bounded.
         self.depth = 0
         self.wrapped = 0
+        # Per-command rules (commands/), given by the classifier so this module need not import them.
+        self.handlers = handlers
         self.places = Places(roots, secret_patterns, secret_exceptions, protected, cwd)
         self.reasons: list[str] = []
         self.destructive: str | None = None
@@ -281,12 +284,16 @@ class Analyzer:
         ):
             self.note(seg, _S, f"{name}: version query")
             return name
-        handler = HANDLERS.get(name)
+        handler = self.handlers.get(name)
         if handler is None:
             self.note(seg, _D, f"{name}: not a known read-only or workspace-only command")
             return name
         handler(self, seg, name, args)
         return name
+
+
+# A per-command rule: judges one simple command (its name and argument words) for the analyzer.
+Handler = Callable[["Analyzer", Seg, str, list[Word]], None]
 
 
 def _numeric_operand(word: Word) -> bool:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from ...levels import Level
 from ..lexer import ASSIGN_RE, Word
+from ..programs import SHELLS
 from ..variables import SENSITIVE_VAR_RE
-from .registry import SHELLS, register
+from .registry import register
 
 if TYPE_CHECKING:
     from ..analysis import Analyzer, Seg

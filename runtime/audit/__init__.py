@@ -1,0 +1,8 @@
+"""The audit log: one structured event per tool call (who, what, which level, which decision
+and why), written off the call's path to JSON lines and SQLite, with arguments kept only as a
+digest and a redacted preview."""
+
+from runtime.audit.event import AuditEvent, DecisionName
+from runtime.audit.log import AuditLog
+
+__all__ = ["AuditEvent", "AuditLog", "DecisionName"]

@@ -1,0 +1,107 @@
+"""`caisson bench`: latencies as p50/p95, each next to the baseline its issue names,
+measured in the same run on the same container."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+
+from runtime.bench.file_tools import bench_file_tools
+from runtime.bench.shell import bench_bash
+from runtime.bench.stats import measure, measure_sync, summarize
+from runtime.runtime import Runtime
+from runtime.session import Session
+
+
+async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    result["noop_roundtrip"] = await measure(s.ping, iterations)
+    result["exec_true"] = await measure(lambda: s.exec(["true"], timeout=10), iterations)
+    await s.write_file("/workspace/bench-1mb.bin", bytes(range(256)) * 4096)
+    result["read_1mb"] = await measure(lambda: s.read_file("/workspace/bench-1mb.bin"), max(20, iterations // 4))
+
+    container = rt.client.containers.get(s.container_id)
+    baseline_n = max(10, iterations // 10)
+    # The baseline other runtimes pay per call: one `docker exec` through the Engine API.
+    result["docker_exec_run_baseline"] = await anyio.to_thread.run_sync(
+        lambda: measure_sync(lambda: container.exec_run(["true"]), baseline_n)
+    )
+    base = result["docker_exec_run_baseline"]["p50_ms"]
+    result["speedup_noop_vs_docker_exec_p50"] = round(base / max(result["noop_roundtrip"]["p50_ms"], 1e-6), 1)
+    result["speedup_exec_vs_docker_exec_p50"] = round(base / max(result["exec_true"]["p50_ms"], 1e-6), 1)
+
+    starts = []
+    for _ in range(max(5, iterations // 40)):
+        t0 = time.perf_counter()
+        started = await rt.open_session()
+        starts.append((time.perf_counter() - t0) * 1000)
+        await started.close()
+    result["session_start"] = summarize(starts)
+    return result
+
+
+async def bench_audit(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
+    """What the audit log costs a call: ``record()`` only enqueues; the writing happens on a thread."""
+    from runtime.dispatch import audit_event
+    from runtime.policy import CallRequest, Decision, Level
+
+    args = {"path": "/workspace/app.py", "content": "x = 1\n" * 2000, "token": "sk-secret-value"}
+    request = CallRequest(session_id=s.id, call_id="c-bench", tool="write_file", args=args)
+    decision = Decision(allowed=True, outcome="warn", level=Level.CAUTIOUS)
+
+    async def record() -> None:
+        rt.audit.record(audit_event(request, decision, duration_ms=1.0), args=args)
+
+    result: dict[str, Any] = {"record_12kb_args": await measure(record, iterations)}
+    await anyio.to_thread.run_sync(rt.audit.flush)
+    # A whole tool call through validation, policy, handler and audit, with no daemon work.
+    result["tool_call_calculate"] = await measure(lambda: s.call("calculate", {"expression": "2 ** 10"}), iterations)
+    return result
+
+
+async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
+    """An eval harness's burst: ``sessions`` opened at once, one bash call each, all closed."""
+    failures: list[str] = []
+
+    async def episode(i: int) -> None:
+        try:
+            async with rt.session() as s:
+                result = await s.call("bash", {"command": f"echo {i}"})
+                if result.text.strip() != str(i):
+                    failures.append(result.text[:200])
+        except Exception as exc:  # counted, reported; one bad episode must not hide the others
+            failures.append(repr(exc)[:200])
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(sessions):
+            tg.start_soon(episode, i)
+    seconds = time.perf_counter() - started
+    return {
+        "sessions": sessions,
+        "seconds": round(seconds, 2),
+        "sessions_per_second": round(sessions / seconds, 2),
+        "failures": failures,
+    }
+
+
+async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
+    groups = set(only or ["spine", "tools", "bash", "audit", "parallel"])
+    report: dict[str, Any] = {"iterations": iterations, "targets": {
+        "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
+        "grep_vs_rg_ratio": 1.5, "bash_true_p50_ms": 10,
+    }}
+    async with Runtime() as rt, rt.session() as s:
+        if "spine" in groups:
+            report["spine"] = await bench_spine(rt, s, iterations)
+        if "tools" in groups:
+            report["tools"] = await bench_file_tools(s, iterations)
+        if "bash" in groups:
+            report["bash"] = await bench_bash(s, iterations)
+        if "audit" in groups:
+            report["audit"] = await bench_audit(rt, s, iterations)
+        if "parallel" in groups:
+            report["parallel"] = await bench_parallel(rt, sessions=50)
+    return report

@@ -1,0 +1,270 @@
+"""The primitive client of one session's daemon: exec, read, write, list, spawn, tasks...
+
+Each method is one (or, for large files, a few) framed requests over the session's channel;
+every reply is validated before it is returned. Relative paths resolve against ``cwd``, the
+session's working directory, which the bash tool moves.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from runtime.client.models import (
+    DaemonInfo,
+    DirEntry,
+    ExecResult,
+    ReadResult,
+    SpawnResult,
+    StatResult,
+    TaskInfo,
+    TaskOutput,
+    WalkResult,
+    WriteResult,
+)
+from runtime.config import SessionConfig
+from runtime.errors import DaemonProtocolError
+from runtime.transport.channel import Channel
+
+M = TypeVar("M", bound=BaseModel)
+
+# Large files move in pieces, so no single frame approaches the reply limit.
+CHUNK = 8 * 1024 * 1024
+# Extra time the daemon gets past a command's own timeout to kill the tree and reply.
+EXEC_GRACE = 10.0
+
+
+def new_session_id() -> str:
+    return "s-" + uuid.uuid4().hex[:12]
+
+
+class SandboxClient:
+    """Primitive operations on one session's container, done by its daemon."""
+
+    def __init__(self, *, session_id: str, container_id: str, config: SessionConfig, channel: Channel) -> None:
+        self.id = session_id
+        self.container_id = container_id
+        self.config = config
+        self.channel = channel
+        self.info: DaemonInfo | None = None
+        # The working directory relative paths resolve against; the bash tool moves it.
+        self.cwd = config.workdir
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} container={self.container_id[:12]}>"
+
+    # ---- plumbing -------------------------------------------------------------------
+
+    async def op(
+        self, op: str, args: dict[str, Any] | None = None, blob: bytes = b"", *, timeout: float | None = None
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one primitive to the daemon; raw result dict and blob."""
+        return await self.channel.call(op, args, blob, timeout=timeout or self.config.call_timeout)
+
+    def _model(self, model: type[M], op: str, data: dict[str, Any]) -> M:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise DaemonProtocolError(
+                f"daemon of session {self.id} sent an invalid {op} reply: {exc.errors()[0]['msg']}"
+            ) from None
+
+    def _split(self, op: str, result: dict[str, Any], blob: bytes) -> tuple[str, str]:
+        first = result.get("stdout_len", 0)
+        if not isinstance(first, int) or not 0 <= first <= len(blob):
+            raise DaemonProtocolError(f"daemon of session {self.id} sent an invalid {op} reply (stdout_len)")
+        return blob[:first].decode("utf-8", "replace"), blob[first:].decode("utf-8", "replace")
+
+    def resolve(self, path: str) -> str:
+        """A container path, relative ones against the session's working directory."""
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    # ---- primitives -------------------------------------------------------------------
+
+    async def ping(self, *, timeout: float | None = None) -> DaemonInfo:
+        result, _ = await self.op("ping", timeout=timeout)
+        self.info = self._model(DaemonInfo, "ping", result)
+        return self.info
+
+    async def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        stdin: bytes | str | None = None,
+        stdout_max: int = 1024 * 1024,
+        stderr_max: int = 1024 * 1024,
+    ) -> ExecResult:
+        """Run a bash command (str) or an argv (list); wait for it; output decoded as UTF-8."""
+        args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
+        args.update(
+            cwd=cwd or self.cwd,
+            env=env or {},
+            timeout=timeout,
+            stdout_max=stdout_max,
+            stderr_max=stderr_max,
+        )
+        if user is not None:
+            args["user"] = user
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        deadline = (timeout if timeout is not None else 24 * 3600) + EXEC_GRACE
+        result, blob = await self.op("exec", args, data, timeout=deadline)
+        stdout, stderr = self._split("exec", result, blob)
+        return self._model(ExecResult, "exec", {**result, "stdout": stdout, "stderr": stderr})
+
+    async def stat(self, path: str, *, follow: bool = True) -> StatResult:
+        result, _ = await self.op("stat", {"path": self.resolve(path), "follow": follow})
+        return self._model(StatResult, "stat", result)
+
+    async def read_range(self, path: str, offset: int = 0, length: int = -1, *, hash: bool = False) -> ReadResult:
+        """One byte range of a file (at most one chunk), with the file's size and optional sha256."""
+        if length < 0 or length > CHUNK:
+            length = CHUNK
+        result, blob = await self.op(
+            "read", {"path": self.resolve(path), "offset": offset, "length": length, "hash": hash}
+        )
+        if len(blob) > length:
+            raise DaemonProtocolError(f"daemon of session {self.id} returned more bytes than asked")
+        return self._model(ReadResult, "read", {**result, "data": blob})
+
+    async def read_file(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        """Bytes of a file (or a range of it), fetched in chunks."""
+        parts: list[bytes] = []
+        want = length
+        while True:
+            piece = await self.read_range(path, offset, CHUNK if want < 0 else min(want, CHUNK))
+            parts.append(piece.data)
+            offset += len(piece.data)
+            if want >= 0:
+                want -= len(piece.data)
+            if piece.eof or not piece.data or want == 0:
+                return b"".join(parts)
+
+    async def write_file(
+        self,
+        path: str,
+        data: bytes | str,
+        *,
+        expected_sha256: str | None = None,
+        mode: int | None = None,
+        parents: bool = True,
+        owner: str | None = None,
+    ) -> WriteResult:
+        """Write atomically (temp file + rename). ``expected_sha256``: compare-and-swap on the
+        current content ("" = the file must not exist)."""
+        payload = data.encode() if isinstance(data, str) else data
+        base: dict[str, Any] = {
+            "path": self.resolve(path),
+            "parents": parents,
+            "owner": owner or self.config.agent_user,
+            "expected_sha256": expected_sha256,
+        }
+        if mode is not None:
+            base["mode"] = mode
+        if len(payload) <= CHUNK:
+            result, _ = await self.op("write", base, payload)
+            return self._model(WriteResult, "write", result)
+        upload = uuid.uuid4().hex
+        for start in range(0, len(payload), CHUNK):
+            final = start + CHUNK >= len(payload)
+            result, _ = await self.op(
+                "write", {**base, "upload": upload, "final": final}, payload[start : start + CHUNK]
+            )
+        return self._model(WriteResult, "write", result)
+
+    async def list_dir(self, path: str) -> list[DirEntry]:
+        result, _ = await self.op("list", {"path": self.resolve(path)})
+        return [self._model(DirEntry, "list", e) for e in _as_list(result.get("entries"), self.id, "list")]
+
+    async def walk(
+        self, path: str, *, include_hidden: bool = False, max_entries: int = 200_000,
+        ignore_files: tuple[str, ...] = (".gitignore",),
+    ) -> WalkResult:
+        result, _ = await self.op(
+            "walk",
+            {"path": self.resolve(path), "include_hidden": include_hidden, "max_entries": max_entries,
+             "ignore_files": list(ignore_files)},
+            timeout=max(self.config.call_timeout, 120.0),
+        )
+        return self._model(WalkResult, "walk", result)
+
+    async def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> bool:
+        result, _ = await self.op(
+            "mkdir",
+            {"path": self.resolve(path), "parents": parents, "exist_ok": exist_ok, "owner": self.config.agent_user},
+        )
+        return bool(result.get("created"))
+
+    async def remove(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> bool:
+        result, _ = await self.op(
+            "remove", {"path": self.resolve(path), "recursive": recursive, "missing_ok": missing_ok}
+        )
+        return bool(result.get("removed"))
+
+    async def rename(self, src: str, dst: str, *, overwrite: bool = True) -> None:
+        await self.op("rename", {"src": self.resolve(src), "dst": self.resolve(dst), "overwrite": overwrite})
+
+    async def spawn(
+        self,
+        command: str | list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+        output_max: int = 8 * 1024 * 1024,
+        name: str | None = None,
+    ) -> SpawnResult:
+        """Start a background task; its output is kept in the daemon, readable by offset."""
+        args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
+        args.update(cwd=cwd or self.cwd, env=env or {}, timeout=timeout, output_max=output_max, name=name)
+        if user is not None:
+            args["user"] = user
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        result, _ = await self.op("spawn", args, data)
+        return self._model(SpawnResult, "spawn", result)
+
+    async def task_read(
+        self, task_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0,
+        max_bytes: int = 1024 * 1024, wait: float = 0.0,
+    ) -> TaskOutput:
+        result, blob = await self.op(
+            "task_read",
+            {"task_id": task_id, "stdout_offset": stdout_offset, "stderr_offset": stderr_offset,
+             "max_bytes": max_bytes, "wait": wait},
+            timeout=self.config.call_timeout + wait,
+        )
+        stdout, stderr = self._split("task_read", result, blob)
+        return self._model(TaskOutput, "task_read", {**result, "stdout": stdout, "stderr": stderr})
+
+    async def task_write(self, task_id: str, data: bytes | str, *, close: bool = False) -> int:
+        payload = data.encode() if isinstance(data, str) else data
+        result, _ = await self.op("task_write", {"task_id": task_id, "close": close}, payload)
+        return int(result.get("written", 0))
+
+    async def task_signal(self, task_id: str, signal: str | int = "KILL", *, tree: bool = True) -> None:
+        await self.op("task_signal", {"task_id": task_id, "signal": signal, "tree": tree})
+
+    async def task_wait(self, task_id: str, timeout: float | None = None) -> TaskOutput:
+        wait = 24 * 3600 if timeout is None else timeout
+        result, _ = await self.op("task_wait", {"task_id": task_id, "timeout": wait}, timeout=wait + EXEC_GRACE)
+        return self._model(
+            TaskOutput, "task_wait",
+            {"stdout": "", "stderr": "", "stdout_offset": 0, "stderr_offset": 0, **result},
+        )
+
+    async def task_list(self) -> list[TaskInfo]:
+        result, _ = await self.op("task_list")
+        return [self._model(TaskInfo, "task_list", t) for t in _as_list(result.get("tasks"), self.id, "task_list")]
+
+def _as_list(value: Any, session_id: str, op: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise DaemonProtocolError(f"daemon of session {session_id} sent an invalid {op} reply")
+    return value

@@ -1,0 +1,187 @@
+"""Container lifecycle on a Docker engine: create hardened, inject the daemon, start, remove.
+
+docker-py is blocking; callers run these functions in worker threads. The hot path
+(every tool call) does not come through here: it uses the attach stream (attach.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import requests
+
+from runtime.config import DAEMON_CAPABILITIES, SessionConfig
+from runtime.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
+from runtime.errors import DockerUnavailable, ImageError, SessionError
+
+LABEL_SESSION = "caisson.session"
+LABEL_OWNER = "caisson.owner"
+LABEL_TENANT = "caisson.tenant"
+LABEL_EXPIRES = "caisson.expires"
+LABEL_PROFILE = "caisson.profile"
+
+
+def docker_host_url() -> str:
+    return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+
+
+def connect(docker_host: str | None = None) -> docker.DockerClient:
+    url = docker_host or docker_host_url()
+    try:
+        client = docker.DockerClient(base_url=url, version="auto", timeout=60)
+        client.ping()
+        return client
+    except (docker.errors.DockerException, OSError) as exc:
+        raise DockerUnavailable(
+            f"Docker is not reachable at {url}: start it with `scripts/setup.sh` "
+            f"(installs docker.io and starts dockerd) or `sudo dockerd &`, or set DOCKER_HOST. ({exc})"
+        ) from None
+
+
+@contextmanager
+def engine_errors(what: str) -> Iterator[None]:
+    """The engine gone or wedged past the client's timeout, as an error that says so."""
+    try:
+        yield
+    except docker.errors.APIError:
+        raise  # the engine answered: callers turn these into their own errors
+    except (requests.exceptions.RequestException, OSError) as exc:
+        raise DockerUnavailable(f"Docker stopped answering while {what}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class CreatedContainer:
+    id: str
+    session_id: str
+    image: str
+    injected: bool
+
+
+def _parse_bytes(size: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    size = size.strip().lower().rstrip("b")
+    if size and size[-1] in units:
+        return int(float(size[:-1]) * units[size[-1]])
+    return int(size)
+
+
+def create_container(
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
+) -> CreatedContainer:
+    with engine_errors("creating a sandbox container"):
+        return _create_container(client, session_id, owner, config)
+
+
+def _create_container(
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
+) -> CreatedContainer:
+    image = config.image or image_tag()
+    injected = not image_carries_daemon(client, image)
+    if config.image is None and injected:
+        raise ImageError(f"the default image {image} is missing: build it with `caisson image build`")
+    expires = f"{time.time() + config.ttl:.0f}"
+    memory = _parse_bytes(config.limits.memory)
+    env = {
+        "PYTHONPATH": DAEMON_PARENT,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CAISSON_AGENT_USER": config.agent_user,
+        "CAISSON_WORKSPACE": config.workdir,
+        # The daemon enforces the TTL itself, so a container outlives no one's deadline
+        # even when every controller and reaper is gone.
+        "CAISSON_EXPIRES": expires,
+        **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
+        **config.env,
+    }
+    kwargs: dict[str, object] = {}
+    if config.gvisor:
+        kwargs["runtime"] = "runsc"
+    try:
+        container = client.api.create_container(
+            image=image,
+            command=["python3", "-m", "sandbox"],
+            stdin_open=True,
+            # detach=True keeps StdinOnce off: a controller that disconnects must not close
+            # the daemon's stdin, or a restarted controller could not re-attach.
+            detach=True,
+            tty=False,
+            user="0",
+            working_dir="/",
+            environment=env,
+            labels={
+                LABEL_SESSION: session_id,
+                LABEL_OWNER: owner,
+                LABEL_TENANT: config.tenant,
+                LABEL_EXPIRES: expires,
+                LABEL_PROFILE: config.profile,
+            },
+            host_config=client.api.create_host_config(
+                init=True,
+                auto_remove=True,
+                cap_drop=["ALL"],
+                cap_add=DAEMON_CAPABILITIES,
+                security_opt=["no-new-privileges:true"],
+                pids_limit=config.limits.pids,
+                mem_limit=memory,
+                memswap_limit=memory,
+                nano_cpus=int(config.limits.cpus * 1e9),
+                ulimits=[
+                    docker.types.Ulimit(name="nofile", soft=config.limits.nofile, hard=config.limits.nofile),
+                    docker.types.Ulimit(
+                        name="fsize", soft=config.limits.fsize_bytes, hard=config.limits.fsize_bytes
+                    ),
+                ],
+                network_mode="bridge" if config.network else "none",
+                log_config=docker.types.LogConfig(type="none"),
+                binds={src: {"bind": dst, "mode": "rw"} for src, dst in config.mounts.items()},
+                **kwargs,
+            ),
+        )
+    except docker.errors.ImageNotFound:
+        raise ImageError(f"image {image!r} is not present: build or pull it first") from None
+    except docker.errors.APIError as exc:
+        raise SessionError(f"Docker refused to create the sandbox container: {exc.explanation or exc}") from None
+    cid = container["Id"]
+    # Before start, so nothing inside the container can race the copy.
+    if injected and not client.api.put_archive(cid, "/opt", daemon_tar()):
+        remove_container(client, cid)
+        raise SessionError(f"could not copy the daemon into {image}")
+    return CreatedContainer(id=cid, session_id=session_id, image=image, injected=injected)
+
+
+def start_container(client: docker.DockerClient, container_id: str) -> None:
+    try:
+        with engine_errors("starting a sandbox container"):
+            client.api.start(container_id)
+    except docker.errors.APIError as exc:
+        raise SessionError(f"Docker could not start the sandbox container: {exc.explanation or exc}") from None
+
+
+def remove_container(client: docker.DockerClient, container_id: str) -> None:
+    try:
+        with engine_errors("removing a sandbox container"):
+            client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        # auto_remove may already be removing it.
+        if "removal of container" not in str(exc) and "is already in progress" not in str(exc):
+            raise
+
+
+def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:
+    with engine_errors("listing sandbox containers"):
+        rows = client.api.containers(all=True, filters={"label": f"{LABEL_SESSION}={session_id}"})
+    return rows[0] if rows else None
+
+
+def list_session_containers(client: docker.DockerClient) -> list[dict[str, Any]]:
+    with engine_errors("listing sandbox containers"):
+        return client.api.containers(all=True, filters={"label": LABEL_SESSION})

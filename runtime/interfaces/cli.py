@@ -1,0 +1,192 @@
+"""The `caisson` command line. Errors are one readable line, never a bare traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+
+from runtime import logs
+from runtime.errors import CaissonError
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _json(value: Any) -> None:
+    _out(json.dumps(value, indent=2, default=str))
+
+
+def cmd_demo(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.interfaces.demo import run_demo
+
+    return run_demo(_out)
+
+
+def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.docker import containers, images
+
+    async def run() -> None:
+        client = await anyio.to_thread.run_sync(containers.connect, None)
+        if args.image_cmd == "build":
+            tag = await anyio.to_thread.run_sync(lambda: images.build_image(client, force=args.force))
+            _out(tag)
+        elif args.image_cmd == "prune":
+            _json(await anyio.to_thread.run_sync(images.prune_images, client))
+        else:
+            _json(images.list_images(client))
+
+    return run()
+
+
+def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.docker import containers, reaper
+
+    async def run() -> None:
+        client = await anyio.to_thread.run_sync(containers.connect, None)
+        reaped = await anyio.to_thread.run_sync(reaper.collect, client)
+        _json([r.model_dump() for r in reaped])
+
+    return run()
+
+
+def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.bench.runner import run_bench
+
+    async def run() -> None:
+        _json(await run_bench(iterations=args.iterations, only=args.only))
+
+    return run()
+
+
+def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.interfaces.replay import replay_file
+
+    async def run() -> None:
+        async for line in replay_file(args.file, profile=args.profile, approve_all=args.approve_all):
+            _out(line)
+
+    return run()
+
+
+def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.config import SessionConfig
+    from runtime.interfaces.mcp_server import serve_stdio
+
+    # MCP clients stay open for hours: the session lives as long as the flags say.
+    config = SessionConfig(image=args.image, ttl=args.ttl, idle_timeout=args.idle_timeout or None)
+    return serve_stdio(profile=args.profile, policy_file=args.policy, approve_all=args.approve_all, config=config)
+
+
+def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.profiles import get_profile
+    from runtime.profiles.export import export_tools
+
+    async def run() -> None:
+        _json(export_tools(get_profile(args.profile), args.format))
+
+    return run()
+
+
+def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.profiles import get_profile
+    from runtime.profiles.export import prompt_text
+
+    async def run() -> None:
+        _out(prompt_text(get_profile(args.profile)))
+
+    return run()
+
+
+def cmd_audit(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.interfaces.audit_query import show_audit
+
+    async def run() -> None:
+        for line in show_audit(args):
+            _out(line)
+
+    return run()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="caisson", description="Sandboxed execution runtime for AI agents")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="start a session, run a short scripted sequence, remove it").set_defaults(fn=cmd_demo)
+
+    image = sub.add_parser("image", help="the sandbox image")
+    image_sub = image.add_subparsers(dest="image_cmd", required=True)
+    build = image_sub.add_parser("build", help="build the default image if its tag is missing (offline-capable)")
+    build.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
+    image_sub.add_parser("ls", help="list caisson images")
+    image_sub.add_parser("prune", help="remove caisson images other than the current one that no container uses")
+    image.set_defaults(fn=cmd_image)
+
+    sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed").set_defaults(fn=cmd_gc)
+
+    bench = sub.add_parser("bench", help="measure latencies (JSON, p50/p95) against docker exec")
+    bench.add_argument("--iterations", type=int, default=200)
+    bench.add_argument("--only", action="append", help="run only these groups (repeatable)")
+    bench.set_defaults(fn=cmd_bench)
+
+    replay = sub.add_parser("replay", help="run a JSON-lines file of tool calls in one fresh session")
+    replay.add_argument("file", help='one {"tool": ..., "args": {...}} per line; - for standard input')
+    replay.add_argument("--profile", default="caisson")
+    replay.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
+    replay.set_defaults(fn=cmd_replay)
+
+    mcp = sub.add_parser("mcp", help="serve one session's tools to an MCP client over stdio")
+    mcp.add_argument("--profile", default="caisson")
+    mcp.add_argument("--policy", help="policy file (.toml or .json); default: CAISSON_POLICY or the default policy")
+    mcp.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
+    mcp.add_argument("--image", help="image to run; default: the built caisson image")
+    mcp.add_argument("--ttl", type=float, default=8 * 3600, help="seconds the sandbox may live (default 8 h)")
+    mcp.add_argument(
+        "--idle-timeout", type=float, default=3600, help="seconds without a call before the sandbox stops; 0 = never"
+    )
+    mcp.set_defaults(fn=cmd_mcp)
+
+    tools = sub.add_parser("tools", help="export a profile's tool definitions")
+    tools.add_argument("--profile", default="caisson")
+    tools.add_argument("--format", default="json_schema", choices=["openai", "anthropic", "mcp", "json_schema"])
+    tools.set_defaults(fn=cmd_tools)
+
+    prompt = sub.add_parser("prompt", help="print the tools section of a system prompt for a profile")
+    prompt.add_argument("--profile", default="caisson")
+    prompt.set_defaults(fn=cmd_prompt)
+
+    audit = sub.add_parser("audit", help="list audit events (JSON lines)")
+    audit.add_argument("--session")
+    audit.add_argument("--tool")
+    audit.add_argument("--decision", help="allow, warn, approved or denied")
+    audit.add_argument("--since", help="ISO time, or an age such as 10m, 2h, 1d")
+    audit.add_argument("--limit", type=int, default=100)
+    audit.set_defaults(fn=cmd_audit)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logs.configure(verbose=args.verbose)
+    fn: Callable[[argparse.Namespace], Coroutine[Any, Any, None]] = args.fn
+    try:
+        anyio.run(lambda: fn(args))
+    except CaissonError as exc:
+        sys.stderr.write(f"caisson: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("caisson: interrupted\n")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What a tool handler is given: the session's primitives and settings, its grants, the
+embedding program's interaction handler, and the id of the call being handled.
+
+Handlers never see the Session: the dispatcher builds one context per call, so whatever a
+tool needs from above (the catalog of offered tools, the approval handler) arrives here as
+data, and nothing in ``tools/`` imports upward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from runtime.client.primitives import SandboxClient
+from runtime.config import SessionConfig
+from runtime.policy import GrantStore, PolicyEngine
+
+T = TypeVar("T")
+
+# Receives validated questions, returns answers keyed by question text (see tools/interaction.py).
+InteractionHandler = Callable[[list[Any]], Awaitable[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One tool the session offers, as tool_search shows it."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "schema": self.input_model.model_json_schema()}
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    client: SandboxClient
+    # Per-session state of tool modules (undo history, todos, shell state...), shared by calls.
+    state: dict[str, Any]
+    grants: GrantStore
+    call_id: str = ""
+    interaction_handler: InteractionHandler | None = None
+    # The session's policy engine, for tools that ask for permission (ask_for_permissions).
+    permissions: PolicyEngine | None = None
+    # The tools this session offers under its profile's names; empty = every canonical tool.
+    catalog: tuple[CatalogEntry, ...] = ()
+
+    @property
+    def config(self) -> SessionConfig:
+        return self.client.config
+
+    @property
+    def session_id(self) -> str:
+        return self.client.id
+
+    @property
+    def cwd(self) -> str:
+        return self.client.cwd
+
+    def resolve(self, path: str) -> str:
+        """A container path, relative ones against the session's working directory."""
+        return self.client.resolve(path)
+
+    def tool_state(self, key: str, factory: Callable[[], T]) -> T:
+        """The session's state for ``key``, made by ``factory`` on first use."""
+        if key not in self.state:
+            self.state[key] = factory()
+        return self.state[key]  # type: ignore[no-any-return]
+
+
+class HasToolContext(Protocol):
+    """A session (``runtime.Session``), as far as per-session tool settings need one."""
+
+    def tool_context(self, call_id: str = "") -> ToolContext: ...

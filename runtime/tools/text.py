@@ -1,0 +1,331 @@
+"""Helpers shared by the file and search tools: text decoding, binary and image detection,
+line handling, glob patterns, size formatting and daemon error translation."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+from runtime.errors import OpError
+from runtime.tools.base import ToolError
+
+# Extensions rejected before any byte is read (seed 000's list).
+BINARY_EXTENSIONS = frozenset(
+    [".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar", ".exe", ".dll", ".so", ".dylib", ".a", ".lib", ".o", ".obj", ".class", ".jar", ".war", ".pyc", ".pyo", ".wasm", ".bin", ".dat", ".db", ".sqlite", ".sqlite3", ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tiff", ".mp3", ".mp4", ".avi", ".mov", ".mkv", ".wav", ".flac", ".ogg", ".pdf", ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp"]
+)
+BINARY_SNIFF_BYTES = 4096
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def extension(path: str) -> str:
+    return posixpath.splitext(path)[1].lower()
+
+
+def is_binary_extension(path: str) -> bool:
+    return extension(path) in BINARY_EXTENSIONS
+
+
+def is_binary_content(data: bytes) -> bool:
+    """Seed 000's rule on the first 4 KB: a NUL byte, or more than 30 % control bytes."""
+    sample = data[:BINARY_SNIFF_BYTES]
+    if not sample:
+        return False
+    if b"\0" in sample:
+        return True
+    control = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    return control / len(sample) > 0.3
+
+
+def image_media_type(head: bytes) -> str | None:
+    """PNG, JPEG, GIF or WebP, by magic number (an extension can lie)."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def decode(data: bytes) -> str:
+    """Text that encodes back to the same bytes, invalid UTF-8 included (surrogateescape)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes shown as U+FFFD, safe for JSON."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without terminators: split at \\n, a trailing \\r dropped, no empty last line."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def dominant_newline(text: str) -> str:
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf * 2 >= text.count("\n") else "\n"
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def human_size(size: int) -> str:
+    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def permissions(mode: int) -> str:
+    """``-rw-r--r--`` from an st_mode."""
+    kind = {0o040000: "d", 0o120000: "l"}.get(mode & 0o170000, "-")
+    bits = "".join(
+        flag if mode & mask else "-"
+        for flag, mask in zip("rwxrwxrwx", (0o400, 0o200, 0o100, 0o040, 0o020, 0o010, 0o004, 0o002, 0o001), strict=True)
+    )
+    return kind + bits
+
+
+# ---- globs ---------------------------------------------------------------------------
+
+
+def _split_alternatives(body: str) -> list[str]:
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+        i += 1
+    parts.append(body[start:])
+    return parts
+
+
+def _closing(pattern: str, i: int, open_: str, close: str) -> int:
+    """Index of the bracket closing the one at ``i`` (-1 if unbalanced)."""
+    depth = 0
+    j = i
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return -1
+
+
+def _translate(pattern: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        elif c == "*":
+            if pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/"):
+                end = i + 2
+                if end == n:
+                    out.append(".*")
+                    i = end
+                    continue
+                if pattern[end] == "/":
+                    out.append("(?:.*/)?")
+                    i = end + 1
+                    continue
+            while i < n and pattern[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            body = pattern[i + 1 : j].replace("\\", "\\\\")
+            if body[:1] in ("!", "^"):
+                body = "^/" + body[1:]
+            out.append(f"[{body}]")
+            i = j + 1
+        elif c == "{":
+            j = _closing(pattern, i, "{", "}")
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            alternatives = _split_alternatives(pattern[i + 1 : j])
+            out.append("(?:" + "|".join(_translate(a) for a in alternatives) + ")")
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob matched against a whole relative path: ``*`` and ``?`` stop at ``/``, ``**``
+    spans directories, ``[abc]``, ``[!abc]`` and ``{a,b}`` (nestable) as in shells."""
+    try:
+        return re.compile(_translate(pattern), re.DOTALL)
+    except re.error as exc:
+        raise ToolError("invalid_pattern", f"Invalid glob pattern '{pattern}': {exc}") from None
+
+
+class GitGlob:
+    """One glob with gitignore/ripgrep ``--glob`` semantics: ``!`` negates, a trailing ``/``
+    matches directories only, a pattern without ``/`` matches the name at any depth, one with a
+    ``/`` is anchored at the search root."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.negated = pattern.startswith("!")
+        body = pattern[1:] if self.negated else pattern
+        self.dir_only = body.endswith("/")
+        body = body.rstrip("/")
+        if "/" not in body:
+            body = "**/" + body
+        self.regex = glob_regex(body.lstrip("/"))
+
+    def matches(self, rel: str, is_dir: bool) -> bool:
+        return (is_dir or not self.dir_only) and self.regex.fullmatch(rel) is not None
+
+
+# ---- daemon errors -----------------------------------------------------------------------
+
+
+def tool_error(exc: OpError, path: str) -> ToolError:
+    """A daemon refusal as a tool error an agent can act on."""
+    messages = {
+        "not_found": f"File does not exist: {path}",
+        "is_a_directory": f"Path is a directory: {path}",
+        "not_a_directory": f"A parent of the path is not a directory: {path}",
+        "permission_denied": f"Permission denied: {path}",
+        "conflict": f"'{path}' changed since it was read; read it again and retry.",
+    }
+    return ToolError(exc.code, messages.get(exc.code, exc.message))
+
+
+@contextmanager
+def op_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except OpError as exc:
+        raise tool_error(exc, path) from None
+
+
+# ---- unified diffs -----------------------------------------------------------------------
+
+
+def split_keepends(text: str) -> list[str]:
+    """Lines with their terminators; only \\n ends a line (unlike str.splitlines)."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    last = lines.pop()
+    out = [line + "\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_suffix(a: list[str], b: list[str], prefix: int) -> int:
+    n = min(len(a), len(b)) - prefix
+    i = 0
+    while i < n and a[-1 - i] == b[-1 - i]:
+        i += 1
+    return i
+
+
+def _range(start: int, length: int) -> str:
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+def unified_diff(a: str, b: str, a_label: str = "original", b_label: str = "modified", context: int = 3) -> str:
+    """A git-style unified diff ("" when equal), with "\\ No newline at end of file" markers.
+
+    Only the part between the common prefix and suffix goes through difflib, so a small edit
+    of a large file costs little."""
+    if a == b:
+        return ""
+    al, bl = split_keepends(a), split_keepends(b)
+    prefix = _common_prefix(al, bl)
+    suffix = _common_suffix(al, bl, prefix)
+    lo = max(0, prefix - context)
+    a_hi, b_hi = len(al) - max(0, suffix - context), len(bl) - max(0, suffix - context)
+    matcher = SequenceMatcher(None, al[lo:a_hi], bl[lo:b_hi], autojunk=False)
+    out = [f"--- {a_label}\n", f"+++ {b_label}\n"]
+    for group in matcher.get_grouped_opcodes(context):
+        i1, j1 = group[0][1] + lo, group[0][3] + lo
+        i2, j2 = group[-1][2] + lo, group[-1][4] + lo
+        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                out.extend(_diff_line(" ", line) for line in al[a1 + lo : a2 + lo])
+                continue
+            out.extend(_diff_line("-", line) for line in al[a1 + lo : a2 + lo])
+            out.extend(_diff_line("+", line) for line in bl[b1 + lo : b2 + lo])
+    return "".join(out)
+
+
+def _diff_line(tag: str, line: str) -> str:
+    return f"{tag}{line}" if line.endswith("\n") else f"{tag}{line}\n\\ No newline at end of file\n"
+
+
+def changed_lines(a: str, b: str) -> tuple[int, int]:
+    """1-based [first, last] lines of ``b`` that differ from ``a`` (a deletion: the line after it)."""
+    al, bl = split_keepends(a), split_keepends(b)
+    prefix = _common_prefix(al, bl)
+    suffix = _common_suffix(al, bl, prefix)
+    first = prefix + 1
+    return first, max(first, len(bl) - suffix)

@@ -1,0 +1,176 @@
+"""Framed RPC client to one daemon: request ids, many calls in flight, deadlines.
+
+No background task reads the stream: whichever caller is waiting reads frames (one at a
+time, the "leader") and hands each reply to its caller; when its own reply arrives it
+passes the reading on to another waiter. So a channel belongs to no task group, and a
+Runtime can be entered in one task and left in another.
+
+Every reply is hostile input: frames are size-checked before they are buffered
+(``FrameDecoder``), headers are shape-checked here, results are validated into
+pydantic models by the session. A stream that ends or lies fails every pending and
+future call with a clear error; it never hangs a caller past its deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from runtime.errors import CallTimeout, DaemonDied, DaemonProtocolError, OpError, SessionError
+from runtime.logs import get_logger
+from sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
+
+log = get_logger("caisson.channel")
+
+EventHandler = Callable[[str, dict[str, Any], bytes], None]
+
+
+class ByteTransport(Protocol):
+    async def receive_stdout(self) -> bytes: ...
+    async def send(self, data: bytes) -> None: ...
+    async def aclose(self) -> None: ...
+
+    @property
+    def stderr_tail(self) -> str: ...
+
+
+@dataclass
+class _Pending:
+    # Set when the reply (or a failure) arrives, or when this caller is to take over reading.
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    header: dict[str, Any] | None = None
+    blob: bytes = b""
+    on_event: EventHandler | None = None
+
+
+class Channel:
+    def __init__(self, transport: ByteTransport, *, max_frame: int, name: str = "") -> None:
+        self._transport = transport
+        self._decoder = FrameDecoder(max_frame=max_frame)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._failure: SessionError | None = None
+        self._reading = False
+        self.name = name
+
+    @property
+    def failure(self) -> SessionError | None:
+        return self._failure
+
+    @property
+    def alive(self) -> bool:
+        return self._failure is None
+
+    def _fail(self, error: SessionError) -> None:
+        if self._failure is None:
+            self._failure = error
+            log.warning("channel failed", session=self.name, error=str(error))
+        for pending in self._pending.values():
+            pending.wake.set()
+
+    async def _read(self) -> None:
+        """Read one chunk of the stream and dispatch the frames it completes."""
+        chunk = await self._transport.receive_stdout()
+        if not chunk:
+            tail = self._transport.stderr_tail.strip()
+            detail = f"; its last words on stderr: {tail[-500:]}" if tail else ""
+            self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone (its stream ended){detail}"))
+            return
+        try:
+            frames = self._decoder.feed(chunk)
+        except ProtocolError as exc:
+            self._fail(DaemonProtocolError(f"the sandbox daemon of session {self.name} sent an invalid frame: {exc}"))
+            return
+        for header, blob in frames:
+            self._dispatch(header, blob)
+
+    async def _wait(self, pending: _Pending) -> None:
+        """Until ``pending`` has its reply: read the stream if nobody else does, else wait."""
+        while pending.header is None and self._failure is None:
+            if self._reading:
+                await pending.wake.wait()
+                if pending.header is None:
+                    pending.wake = anyio.Event()  # woken to take over reading
+                continue
+            self._reading = True
+            try:
+                while pending.header is None and self._failure is None:
+                    await self._read()
+            finally:
+                self._reading = False
+                self._hand_off(pending)
+
+    def _hand_off(self, leaving: _Pending) -> None:
+        for other in self._pending.values():
+            if other is not leaving and other.header is None:
+                other.wake.set()
+                return
+
+    def _dispatch(self, header: dict[str, Any], blob: bytes) -> None:
+        call_id = header.get("id")
+        if not isinstance(call_id, int) or isinstance(call_id, bool):
+            self._fail(DaemonProtocolError(f"daemon of session {self.name} sent a frame without an integer id"))
+            return
+        pending = self._pending.get(call_id)
+        if pending is None:
+            return  # a reply to a call that already timed out
+        if "event" in header:
+            if pending.on_event is not None and isinstance(header.get("data"), dict):
+                pending.on_event(str(header["event"]), header["data"], blob)
+            return
+        pending.header = header
+        pending.blob = blob
+        pending.wake.set()
+
+    async def call(
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        blob: bytes = b"",
+        *,
+        timeout: float,
+        on_event: EventHandler | None = None,
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one request and wait for its reply. Raises OpError for a refused op."""
+        if self._failure is not None:
+            raise self._failure
+        call_id = next(self._ids)
+        pending = _Pending(on_event=on_event)
+        self._pending[call_id] = pending
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                try:
+                    await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    self._fail(DaemonDied(f"cannot write to the daemon of session {self.name}: {exc}"))
+                await self._wait(pending)
+            if scope.cancelled_caught:
+                raise CallTimeout(f"{op} on session {self.name} got no reply within {timeout:g} s")
+        finally:
+            del self._pending[call_id]
+        if pending.header is None:
+            assert self._failure is not None
+            raise self._failure
+        return self._unpack(op, pending.header, pending.blob)
+
+    def _unpack(self, op: str, header: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+        ok = header.get("ok")
+        if ok is True and isinstance(header.get("result"), dict):
+            return header["result"], blob
+        error = header.get("error")
+        if ok is False and isinstance(error, dict):
+            code, message = error.get("code"), error.get("message")
+            if isinstance(code, str) and isinstance(message, str):
+                raise OpError(code, message[:4000])
+        raise DaemonProtocolError(f"daemon of session {self.name} sent a malformed reply to {op}")
+
+    async def aclose(self) -> None:
+        # A deliberate close is not a failure worth a warning.
+        self._failure = self._failure or SessionError(f"session {self.name} is closed")
+        self._fail(self._failure)
+        await self._transport.aclose()
