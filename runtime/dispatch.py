@@ -1,6 +1,11 @@
 """The boundary every tool call crosses: profile lookup → schema validation → permission
 policy → audit → canonical handler. A denied call never reaches the daemon (except for a
-read-only `stat` to resolve the real path of a path argument)."""
+read-only `stat`, as the agent, to resolve the real path of a path argument).
+
+An allowed call's handler gets a client confined to what was decided: file ops as the agent
+user beneath the workspace roots the policy checked (unless the call was approved as
+dangerous), commands as the agent under the Landlock level of the decision. The policy's
+decision and the daemon's open therefore cannot disagree."""
 
 from __future__ import annotations
 
@@ -8,12 +13,14 @@ import inspect
 import posixpath
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from runtime.audit import AuditEvent, AuditLog
+from runtime.client.models import Confinement
 from runtime.client.primitives import SandboxClient
 from runtime.errors import CaissonError, OpError
 from runtime.policy import (
@@ -25,6 +32,7 @@ from runtime.policy import (
     Policy,
     PolicyEngine,
     ResolvedPath,
+    is_within,
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
@@ -91,6 +99,9 @@ class Dispatcher:
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
     ) -> Dispatcher:
+        if "workspace_roots" not in policy.model_fields_set:
+            # One place for the workspace: the session's workdir (and /tmp) unless the policy names roots.
+            policy = policy.model_copy(update={"workspace_roots": [client.config.workdir, "/tmp"]})
         return cls(
             client=client,
             profile=get_profile(client.config.profile),
@@ -103,10 +114,27 @@ class Dispatcher:
     def grants(self) -> GrantStore:
         return self.engine.grants
 
-    def context(self, call_id: str = "") -> ToolContext:
-        """What a handler of this session is given for call ``call_id``."""
+    @property
+    def _agent(self) -> SandboxClient:
+        return self.client.confined(Confinement(user=self.client.config.agent_user))
+
+    def confinement(self, level: Level, paths: Sequence[ResolvedPath] = ()) -> Confinement:
+        """What the kernel lets a call decided at ``level`` on ``paths`` do."""
+        roots = tuple(self.engine.policy.workspace_roots)
+        inside = level is not Level.DANGEROUS and all(is_within(p.resolved, roots) for p in paths)
+        return Confinement(
+            user=self.client.config.agent_user,
+            roots=roots if inside else None,
+            level=level.value,
+            write_roots=roots,
+            network=self.client.config.network,
+        )
+
+    def context(self, call_id: str = "", confinement: Confinement | None = None) -> ToolContext:
+        """What a handler of this session is given for call ``call_id``; by default (a handler
+        called directly by the embedding program) it works with the agent's own rights."""
         return ToolContext(
-            client=self.client,
+            client=self.client.confined(confinement or self.confinement(Level.DANGEROUS)),
             state=self.state,
             grants=self.engine.grants,
             call_id=call_id,
@@ -122,7 +150,7 @@ class Dispatcher:
         # Resolve the deepest existing ancestor, so a new file under a symlinked dir is caught.
         for _ in range(64):
             try:
-                st = await self.client.stat(probe)
+                st = await self._agent.stat(probe)
             except OpError:
                 st = None
             if st is not None and st.exists and st.realpath:
@@ -165,18 +193,20 @@ class Dispatcher:
                 "command": canonical.command(canonical_args),
                 "cwd": self.client.cwd,
                 "access": canonical.access,
+                "kernel_confines": bool(self.client.info and self.client.info.landlock),
             }
         )
         decision = await self.engine.decide(request)
         if decision.allowed:
-            result = await self._run(ptool, canonical_args, request.call_id)
+            confinement = self.confinement(decision.level, request.paths)
+            result = await self._run(ptool, canonical_args, self.context(request.call_id, confinement))
         else:
             result = ToolResult.failure("permission_denied", decision.message)
         return self._finish(request, ptool, ptool.present(result, args), started, decision)
 
-    async def _run(self, ptool: ProfileTool, args: BaseModel, call_id: str) -> ToolResult:
+    async def _run(self, ptool: ProfileTool, args: BaseModel, ctx: ToolContext) -> ToolResult:
         try:
-            return await ptool.canonical.handler(self.context(call_id), args)
+            return await ptool.canonical.handler(ctx, args)
         except ToolError as exc:
             return ToolResult.failure(exc.code, exc.message, exc.data)
         except OpError as exc:

@@ -22,6 +22,35 @@ class DaemonInfo(_Reply):
     rg: str | None
     pid: int
     uid: int
+    # The kernel's Landlock ABI as seen in the container; 0 = commands cannot be confined.
+    landlock: int = 0
+
+
+class Confinement(BaseModel):
+    """What the kernel lets one tool call's work do, as the policy approved it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # File ops open paths as this user, commands run as this user.
+    user: str
+    # File ops: paths must resolve beneath one of these (None: wherever the user may go).
+    roots: tuple[str, ...] | None = None
+    # Commands: safe may write nothing, cautious only beneath write_roots, dangerous as the user.
+    level: Literal["safe", "cautious", "dangerous"] = "safe"
+    write_roots: tuple[str, ...] = ()
+    network: bool = False
+
+    def writable(self, *dirs: str) -> Confinement:
+        """The same, plus writes beneath ``dirs``: a tool's own bookkeeping (the shell's saved
+        state) that even a read-only command must be able to leave."""
+        if self.level == "dangerous":
+            return self
+        roots = None if self.roots is None else (*self.roots, *dirs)
+        write_roots = dirs if self.level == "safe" else (*self.write_roots, *dirs)
+        return self.model_copy(update={"level": "cautious", "write_roots": write_roots, "roots": roots})
+
+    def command_rules(self) -> dict[str, object]:
+        return {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
 
 
 class StatResult(_Reply):

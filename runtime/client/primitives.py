@@ -3,6 +3,11 @@
 Each method is one (or, for large files, a few) framed requests over the session's channel;
 every reply is validated before it is returned. Relative paths resolve against ``cwd``, the
 session's working directory, which the bash tool moves.
+
+A client made by :meth:`SandboxClient.confined` does the same work as the agent: its file ops
+open paths with the agent user's credentials beneath the roots the policy approved, and its
+commands run as the agent under the Landlock level the policy approved. Tools only ever get
+such a client; root's file access stays with the embedding program's own calls.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from runtime.client.models import (
+    Confinement,
     DaemonInfo,
     DirEntry,
     ExecResult,
@@ -26,7 +32,7 @@ from runtime.client.models import (
     WriteResult,
 )
 from runtime.config import SessionConfig
-from runtime.errors import DaemonProtocolError
+from runtime.errors import DaemonProtocolError, OpError
 from runtime.transport.channel import Channel
 
 M = TypeVar("M", bound=BaseModel)
@@ -37,24 +43,74 @@ CHUNK = 8 * 1024 * 1024
 EXEC_GRACE = 10.0
 
 
+# Ops that open paths: a confined client sends them with the agent's credentials and roots.
+FILE_OPS = frozenset({"stat", "read", "write", "list", "walk", "mkdir", "remove", "rename", "grep", "find"})
+COMMAND_OPS = frozenset({"exec", "spawn"})
+
+
 def new_session_id() -> str:
     return "s-" + uuid.uuid4().hex[:12]
+
+
+class _Shared:
+    """What a session's client and its confined views see alike."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self.info: DaemonInfo | None = None
 
 
 class SandboxClient:
     """Primitive operations on one session's container, done by its daemon."""
 
-    def __init__(self, *, session_id: str, container_id: str, config: SessionConfig, channel: Channel) -> None:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        container_id: str,
+        config: SessionConfig,
+        channel: Channel,
+        confinement: Confinement | None = None,
+        _shared: _Shared | None = None,
+    ) -> None:
         self.id = session_id
         self.container_id = container_id
         self.config = config
         self.channel = channel
-        self.info: DaemonInfo | None = None
-        # The working directory relative paths resolve against; the bash tool moves it.
-        self.cwd = config.workdir
+        self.confinement = confinement
+        self._shared = _shared or _Shared(config.workdir)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} container={self.container_id[:12]}>"
+
+    @property
+    def cwd(self) -> str:
+        """The working directory relative paths resolve against; the bash tool moves it."""
+        return self._shared.cwd
+
+    @cwd.setter
+    def cwd(self, value: str) -> None:
+        self._shared.cwd = value
+
+    @property
+    def info(self) -> DaemonInfo | None:
+        """The daemon's answer to the last ping (version, ripgrep, Landlock ABI)."""
+        return self._shared.info
+
+    def confined(self, confinement: Confinement) -> SandboxClient:
+        """A view of this session that works as the agent, within ``confinement``."""
+        return SandboxClient(
+            session_id=self.id,
+            container_id=self.container_id,
+            config=self.config,
+            channel=self.channel,
+            confinement=confinement,
+            _shared=self._shared,
+        )
+
+    def writable(self, *dirs: str) -> SandboxClient:
+        """This client, allowed to write beneath ``dirs`` too (see Confinement.writable)."""
+        return self if self.confinement is None else self.confined(self.confinement.writable(*dirs))
 
     # ---- plumbing -------------------------------------------------------------------
 
@@ -62,7 +118,20 @@ class SandboxClient:
         self, op: str, args: dict[str, Any] | None = None, blob: bytes = b"", *, timeout: float | None = None
     ) -> tuple[dict[str, Any], bytes]:
         """Send one primitive to the daemon; raw result dict and blob."""
+        if self.confinement is not None:
+            args = self._confine(op, args or {})
         return await self.channel.call(op, args, blob, timeout=timeout or self.config.call_timeout)
+
+    def _confine(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        c = self.confinement
+        assert c is not None
+        if op in FILE_OPS:
+            return {**args, "as_user": c.user, "roots": list(c.roots) if c.roots is not None else None}
+        if op in COMMAND_OPS:
+            if args.get("user") not in (None, c.user):
+                raise OpError("permission_denied", f"commands of a tool run as {c.user}, not as {args['user']}")
+            return {**args, "user": c.user, "confine": c.command_rules()}
+        return args
 
     def _model(self, model: type[M], op: str, data: dict[str, Any]) -> M:
         try:
@@ -86,8 +155,8 @@ class SandboxClient:
 
     async def ping(self, *, timeout: float | None = None) -> DaemonInfo:
         result, _ = await self.op("ping", timeout=timeout)
-        self.info = self._model(DaemonInfo, "ping", result)
-        return self.info
+        self._shared.info = self._model(DaemonInfo, "ping", result)
+        return self._shared.info
 
     async def exec(
         self,

@@ -77,6 +77,9 @@ class CallRequest(BaseModel):
     # Host of a network call (web_fetch), for domain grants.
     domain: str | None = None
     access: Access = "read"
+    # Whether the kernel will confine the command to the level decided (Landlock). Without
+    # it, the classifier's guess would be the only wall, so every command counts as dangerous.
+    kernel_confines: bool = True
 
 
 class Decision(BaseModel):
@@ -202,6 +205,9 @@ class PolicyEngine:
             )
             level = call.bash.level
             call.reasons.extend(call.bash.reasons)
+            if not req.kernel_confines and level < Level.DANGEROUS:
+                level = Level.DANGEROUS
+                call.reasons.append("the kernel cannot confine commands here (no Landlock): every command is dangerous")
             if call.bash.destructive:
                 return _deny(
                     level,

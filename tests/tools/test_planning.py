@@ -174,7 +174,8 @@ async def test_concurrent_step_updates_are_not_lost(session: Session) -> None:
 async def test_a_write_from_elsewhere_is_never_overwritten(session: Session) -> None:
     """Compare-and-swap: a change made between the read and the write is re-read, not lost."""
     await call(session, "markdown_plan", title="cas", steps=[{"description": "a"}, {"description": "b"}])
-    store = PlanStore(session.tool_context())
+    ctx = session.tool_context()
+    store = PlanStore(ctx)
     path = store.path("plan-001")
     attempts = 0
 
@@ -183,7 +184,7 @@ async def test_a_write_from_elsewhere_is_never_overwritten(session: Session) -> 
         attempts += 1
         return set_step_mark(text, 2, "completed")
 
-    original = session.write_file
+    original = ctx.client.write_file
     interfered = False
 
     async def racing_write(target: str, data: bytes | str, **kw: Any) -> Any:
@@ -194,11 +195,8 @@ async def test_a_write_from_elsewhere_is_never_overwritten(session: Session) -> 
             await original(path, set_step_mark(current, 1, "skipped"))
         return await original(target, data, **kw)
 
-    session.write_file = racing_write  # type: ignore[method-assign]
-    try:
-        plan = await store.modify("plan-001", change)
-    finally:
-        del session.write_file
+    ctx.client.write_file = racing_write  # type: ignore[method-assign]
+    plan = await store.modify("plan-001", change)
     assert attempts == 2
     assert [s.status for s in plan.steps] == ["skipped", "completed"]
 

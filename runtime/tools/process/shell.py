@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import Field, field_validator
 
-from runtime.client.models import ExecResult, SpawnResult
+from runtime.client.models import Confinement, ExecResult, SpawnResult
+from runtime.client.primitives import SandboxClient
 from runtime.errors import OpError
 from runtime.policy import Level, classify_bash
 from runtime.tools.base import ToolError, ToolErrorInfo, ToolInput, ToolResult, tool
@@ -121,6 +122,25 @@ class ShellState:
     # Until this Session's first report, the container may hold a directory from an
     # earlier controller (reattach); that call returns to it.
     synced: bool = False
+    # Whether the state directories exist: made once by the tool, since a command confined to
+    # read-only cannot create them.
+    prepared: bool = False
+
+
+async def state_client(ctx: ToolContext) -> SandboxClient:
+    """The session's client, allowed to keep the shell's state whatever the command's level."""
+    client = ctx.client.writable(*STATE_DIRS)
+    state = shell_state(ctx)
+    if not state.prepared:
+        # Made as the agent, without the call's roots: the directories lie outside them.
+        maker = ctx.client.confined(Confinement(user=ctx.config.agent_user))
+        for directory in STATE_DIRS:
+            try:
+                await maker.mkdir(directory)
+            except OpError:
+                continue  # no /dev/shm here: the script falls back to the next directory
+        state.prepared = True
+    return client
 
 
 def shell_state(ctx: ToolContext) -> ShellState:
@@ -323,8 +343,10 @@ async def bash(ctx: ToolContext, args: BashInput) -> ToolResult:
     pairs = [item for kv in env.items() for item in kv]
     resume = "0" if explicit or state.synced else "1"
 
+    client = await state_client(ctx)
+
     async def run_persistent(where: str) -> ExecResult:
-        return await ctx.client.exec(
+        return await client.exec(
             ["bash", "-c", PERSISTENT_SCRIPT, "bash", state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.timeout,
             stdout_max=args.stdout_max, stderr_max=args.stderr_max + REPORT_ROOM,
@@ -335,7 +357,7 @@ async def bash(ctx: ToolContext, args: BashInput) -> ToolResult:
     report_len = len(res.stderr.encode()) - len(stderr.encode())
     if reported is None and res.stderr_truncated and not res.timed_out:
         # The report was cut off with the rest of stderr; the state file still has it.
-        reported = await _saved_cwd(ctx)
+        reported = await _saved_cwd(client)
         if reported is not None:
             report_len = 1 + 2 * len(state.nonce.encode()) + len(reported.encode())
     if reported is not None:
@@ -357,10 +379,10 @@ def _with_note(result: ToolResult, note: str) -> ToolResult:
     return result
 
 
-async def _saved_cwd(ctx: ToolContext) -> str | None:
+async def _saved_cwd(client: SandboxClient) -> str | None:
     for directory in STATE_DIRS:
         try:
-            text = (await ctx.client.read_file(posixpath.join(directory, "cwd"))).decode("utf-8", "replace")
+            text = (await client.read_file(posixpath.join(directory, "cwd"))).decode("utf-8", "replace")
         except OpError:
             continue
         if text.startswith("/"):
@@ -375,11 +397,13 @@ async def _background(
     state = shell_state(ctx)
     resume = "0" if explicit or state.synced else "1"
 
+    client = ctx.client if stateless else await state_client(ctx)
+
     async def run(where: str) -> SpawnResult:
         if stateless:
-            return await ctx.client.spawn(args.command, cwd=where, env=env, timeout=args.background_timeout, name=name)
+            return await client.spawn(args.command, cwd=where, env=env, timeout=args.background_timeout, name=name)
         pairs = [item for kv in env.items() for item in kv]
-        return await ctx.client.spawn(
+        return await client.spawn(
             ["bash", "-c", BACKGROUND_SCRIPT, "bash", state.nonce, args.command, resume, *pairs],
             cwd=where, timeout=args.background_timeout, name=name,
         )
