@@ -121,7 +121,8 @@ class Dispatcher:
     def confinement(self, level: Level, paths: Sequence[ResolvedPath] = ()) -> Confinement:
         """What the kernel lets a call decided at ``level`` on ``paths`` do."""
         roots = tuple(self.engine.policy.workspace_roots)
-        inside = level is not Level.DANGEROUS and all(is_within(p.resolved, roots) for p in paths)
+        # Paths the policy found inside the roots must still be inside when the daemon opens them.
+        inside = all(is_within(p.resolved, roots) for p in paths)
         return Confinement(
             user=self.client.config.agent_user,
             roots=roots if inside else None,
