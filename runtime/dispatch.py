@@ -23,6 +23,7 @@ from runtime.audit import AuditEvent, AuditLog
 from runtime.client.models import Confinement
 from runtime.client.primitives import SandboxClient
 from runtime.errors import CaissonError, OpError
+from runtime.logs import get_logger
 from runtime.policy import (
     ApprovalHandler,
     CallRequest,
@@ -38,6 +39,53 @@ from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
 from runtime.tools.base import ToolError, ToolResult
 from runtime.tools.context import InteractionHandler, ToolContext
+
+log = get_logger(__name__)
+
+# The most a call's arguments may hold in all, and per field of the canonical tools: enough for
+# any real file, command or pattern; beyond them a call is refused before anything is parsed.
+MAX_ARGS_CHARS = 64 * 1024 * 1024
+FIELD_LIMITS = {
+    "command": 256 * 1024,
+    "pattern": 64 * 1024,
+    "glob": 4096,
+    "query": 8192,
+    "url": 8192,
+    "expression": 64 * 1024,
+    "old_string": 16 * 1024 * 1024,
+    "new_string": 16 * 1024 * 1024,
+    "edits": 1000,
+    "todos": 1000,
+    "questions": 100,
+    "env": 1000,
+}
+
+
+def oversized(args: dict[str, Any], limits: dict[str, int] | None = None) -> str | None:
+    """Why ``args`` are too large (as the agent should read it), or None. Walks without
+    recursion, so deep nesting cannot overflow the stack."""
+    if limits:
+        for key, limit in limits.items():
+            value = args.get(key)
+            if isinstance(value, str | list | dict) and len(value) > limit:
+                unit = "characters" if isinstance(value, str) else "items"
+                return f"{key} has {len(value):,} {unit}; the limit is {limit:,}. Split the work into smaller calls."
+    total = 0
+    stack: list[Any] = [args]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            total += len(item)
+            stack.extend(item)
+        if total > MAX_ARGS_CHARS:
+            return f"the arguments hold more than {MAX_ARGS_CHARS:,} characters. Split the work into smaller calls."
+    return None
 
 
 def validation_message(tool: str, exc: ValidationError) -> str:
@@ -164,11 +212,24 @@ class Dispatcher:
         return ResolvedPath(requested=lexical, resolved=lexical)
 
     async def call(self, name: str, raw_args: dict[str, Any]) -> ToolResult:
+        """One tool call, always answered and always audited once, whatever goes wrong."""
         started = time.perf_counter()
         request = CallRequest(
             tenant=self.client.config.tenant, session_id=self.client.id, call_id="c-" + uuid.uuid4().hex[:12], tool=name,
             tool_alias=name, args=raw_args,
         )
+        try:
+            return await self._call(request, raw_args, started)
+        except Exception as exc:  # a bug or an input nobody foresaw: still one failed, audited call
+            log.exception("tool call failed unexpectedly", tool=name, call_id=request.call_id)
+            result = ToolResult.failure("internal_error", f"{name} failed inside caisson ({type(exc).__name__}); nothing was retried")
+            return self._finish(request, self.profile.lookup(name), result, started)
+
+    async def _call(self, request: CallRequest, raw_args: dict[str, Any], started: float) -> ToolResult:
+        name = request.tool
+        problem = oversized(raw_args)
+        if problem:
+            return self._finish(request, None, ToolResult.failure("arguments_too_large", problem), started)
         ptool = self.profile.lookup(name)
         if ptool is None:
             available = ", ".join(sorted(self.profile.tools))
@@ -185,6 +246,10 @@ class Dispatcher:
         except ToolError as exc:
             return self._finish(request, ptool, ToolResult.failure(exc.code, exc.message, exc.data), started)
 
+        fields = {key: getattr(canonical_args, key) for key in FIELD_LIMITS if hasattr(canonical_args, key)}
+        problem = oversized(fields, FIELD_LIMITS)
+        if problem:
+            return self._finish(request, ptool, ToolResult.failure("arguments_too_large", problem), started)
         canonical = ptool.canonical
         request = request.model_copy(
             update={

@@ -15,6 +15,7 @@ Order of precedence (the first that applies decides):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from fnmatch import fnmatchcase
@@ -54,6 +55,10 @@ class ResolvedPath(BaseModel):
 
     requested: str
     resolved: str
+
+
+# Commands longer than this are classified in a worker thread.
+INLINE_CLASSIFY_CHARS = 4096
 
 
 class CallRequest(BaseModel):
@@ -195,7 +200,8 @@ class PolicyEngine:
                 problem = check_exec_metacharacters(req.command)
                 if problem:
                     return _deny(level, "exec:metacharacters", problem)
-            call.bash = classify_bash(
+            classify = functools.partial(
+                classify_bash,
                 req.command,
                 cwd=req.cwd,
                 workspace_roots=p.workspace_roots,
@@ -203,6 +209,9 @@ class PolicyEngine:
                 secret_exceptions=p.secret_exceptions,
                 protected_paths=p.protected_paths,
             )
+            # A long line takes long to analyse: off the event loop, so other sessions' calls go on.
+            long = len(req.command) > INLINE_CLASSIFY_CHARS
+            call.bash = await anyio.to_thread.run_sync(classify) if long else classify()
             level = call.bash.level
             call.reasons.extend(call.bash.reasons)
             if not req.kernel_confines and level < Level.DANGEROUS:
