@@ -170,7 +170,7 @@ class Dispatcher:
         """What the kernel lets a call decided at ``level`` on ``paths`` do."""
         roots = tuple(self.engine.policy.workspace_roots)
         # Paths the policy found inside the roots must still be inside when the daemon opens them.
-        inside = all(is_within(p.resolved, roots) for p in paths)
+        inside = bool(paths) and all(is_within(p.resolved, roots) for p in paths)
         return Confinement(
             user=self.client.config.agent_user,
             roots=roots if inside else None,

@@ -90,84 +90,113 @@ def is_within(path: str, roots: Iterable[str]) -> bool:
 @lru_cache(maxsize=1024)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     anchored = pattern.startswith("/")
-    body = _translate(pattern)
+    body = glob_translate(pattern)
     return re.compile(body if anchored else "(?:.*/)?" + body, re.DOTALL)
 
 
-def _translate(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**", i):
-                i += 2
-                if pattern.startswith("/", i):
-                    out.append("(?:.*/)?")
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = _class_end(pattern, i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                inner = pattern[i + 1 : end]
-                negate = inner[:1] in ("!", "^")
-                if negate:
-                    inner = inner[1:]
-                inner = inner.replace("\\", "\\\\")
-                out.append(f"[^/{inner}]" if negate else f"[{inner}]")
-                i = end
-        elif c == "{":
-            end, alternatives = _braces(pattern, i)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                out.append("(?:" + "|".join(_translate(a) for a in alternatives) + ")")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def _class_end(pattern: str, start: int) -> int:
-    j = start + 1
-    if j < len(pattern) and pattern[j] in "!^":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        j += 1
-    end = pattern.find("]", j)
-    return end
-
-
-def _braces(pattern: str, start: int) -> tuple[int, list[str]]:
-    depth, parts, last = 0, [], start + 1
-    for j in range(start, len(pattern)):
-        c = pattern[j]
+def _split_alternatives(body: str) -> list[str]:
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
         if c == "{":
             depth += 1
         elif c == "}":
             depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+        i += 1
+    parts.append(body[start:])
+    return parts
+
+
+def _closing(pattern: str, i: int, open_: str, close: str) -> int:
+    """Index of the bracket closing the one at ``i`` (-1 if unbalanced)."""
+    depth = 0
+    j = i
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
             if depth == 0:
-                parts.append(pattern[last:j])
-                return (j, parts) if len(parts) > 1 else (-1, [])
-        elif c == "," and depth == 1:
-            parts.append(pattern[last:j])
-            last = j + 1
-    return -1, []
+                return j
+        j += 1
+    return -1
+
+
+def glob_translate(pattern: str) -> str:
+    """The one glob syntax of caisson (policy rules and the search tools alike), as a regex:
+    ``*`` and ``?`` stop at ``/``; ``**`` as a whole segment spans directories (elsewhere it
+    is ``*``, as in gitignore and ripgrep); ``[abc]``, ``[!abc]``, nestable ``{a,b}``; ``\\``
+    escapes."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        elif c == "*":
+            if pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/"):
+                end = i + 2
+                if end == n:
+                    out.append(".*")
+                    i = end
+                    continue
+                if pattern[end] == "/":
+                    out.append("(?:.*/)?")
+                    i = end + 1
+                    continue
+            while i < n and pattern[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            body = pattern[i + 1 : j].replace("\\", "\\\\")
+            if body[:1] in ("!", "^"):
+                body = "^/" + body[1:]
+            out.append(f"[{body}]")
+            i = j + 1
+        elif c == "{":
+            j = _closing(pattern, i, "{", "}")
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+                continue
+            alternatives = _split_alternatives(pattern[i + 1 : j])
+            out.append("(?:" + "|".join(glob_translate(a) for a in alternatives) + ")")
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
 
 
 def glob_match(pattern: str, path: str) -> bool:
     """Match a path against a glob.
 
-    ``*`` and ``?`` stay within one path segment, ``**`` spans segments, ``[...]`` and
-    ``{a,b}`` work as in the shell. A pattern starting with ``/`` must match the whole
+    The syntax is :func:`glob_translate`'s. A pattern starting with ``/`` must match the whole
     absolute path; any other pattern matches the trailing segments (``*.pem`` matches every
     .pem file, ``.git/hooks/**`` every hook of every repository).
     """

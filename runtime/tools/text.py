@@ -12,6 +12,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 
 from runtime.errors import OpError
+from runtime.policy.paths import glob_translate
 from runtime.tools.base import ToolError
 
 # Extensions rejected before any byte is read (seed 000's list).
@@ -108,107 +109,12 @@ def permissions(mode: int) -> str:
 # ---- globs ---------------------------------------------------------------------------
 
 
-def _split_alternatives(body: str) -> list[str]:
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-        i += 1
-    parts.append(body[start:])
-    return parts
-
-
-def _closing(pattern: str, i: int, open_: str, close: str) -> int:
-    """Index of the bracket closing the one at ``i`` (-1 if unbalanced)."""
-    depth = 0
-    j = i
-    while j < len(pattern):
-        c = pattern[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    return -1
-
-
-def _translate(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-        elif c == "*":
-            if pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/"):
-                end = i + 2
-                if end == n:
-                    out.append(".*")
-                    i = end
-                    continue
-                if pattern[end] == "/":
-                    out.append("(?:.*/)?")
-                    i = end + 1
-                    continue
-            while i < n and pattern[i] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] in "!^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:
-                out.append(re.escape(c))
-                i += 1
-                continue
-            body = pattern[i + 1 : j].replace("\\", "\\\\")
-            if body[:1] in ("!", "^"):
-                body = "^/" + body[1:]
-            out.append(f"[{body}]")
-            i = j + 1
-        elif c == "{":
-            j = _closing(pattern, i, "{", "}")
-            if j < 0:
-                out.append(re.escape(c))
-                i += 1
-                continue
-            alternatives = _split_alternatives(pattern[i + 1 : j])
-            out.append("(?:" + "|".join(_translate(a) for a in alternatives) + ")")
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
-
-
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A glob matched against a whole relative path: ``*`` and ``?`` stop at ``/``, ``**``
     spans directories, ``[abc]``, ``[!abc]`` and ``{a,b}`` (nestable) as in shells."""
     try:
-        return re.compile(_translate(pattern), re.DOTALL)
+        return re.compile(glob_translate(pattern), re.DOTALL)
     except re.error as exc:
         raise ToolError("invalid_pattern", f"Invalid glob pattern '{pattern}': {exc}") from None
 
