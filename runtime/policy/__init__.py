@@ -19,7 +19,7 @@ from .engine import (
     ResolvedPath,
 )
 from .grants import Grant, GrantStore
-from .levels import DEFAULT_LEVELS, GrantLevel, Level, default_level
+from .levels import GrantLevel, Level
 from .model import AUTO_APPROVE_ALL_ENV, Access, Effect, Policy, Rule
 from .paths import DEFAULT_SECRET_PATTERNS, DEFAULT_WORKSPACE_ROOTS, glob_match, is_secret, is_within
 
@@ -32,7 +32,6 @@ __all__ = [
     "BashClassification",
     "BashSegment",
     "CallRequest",
-    "DEFAULT_LEVELS",
     "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_WORKSPACE_ROOTS",
     "Decision",
@@ -48,7 +47,6 @@ __all__ = [
     "Rule",
     "check_exec_metacharacters",
     "classify_bash",
-    "default_level",
     "glob_match",
     "is_secret",
     "is_within",

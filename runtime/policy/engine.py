@@ -29,7 +29,7 @@ from runtime.redact import redact_preview
 
 from .bash import BashClassification, check_exec_metacharacters, classify_bash
 from .grants import Grant, GrantStore, TargetType
-from .levels import GrantLevel, Level, default_level
+from .levels import GrantLevel, Level
 from .model import Access, Policy, Rule
 from .paths import glob_match, is_secret, is_within, matches_any, normalize
 
@@ -71,7 +71,7 @@ class CallRequest(BaseModel):
     call_id: str
     tool: str
     tool_alias: str | None = None
-    # Declared level of the tool; None means the default table (policy.tool_levels wins).
+    # Declared level of the tool (policy.tool_levels wins); None counts as dangerous.
     level: Level | None = None
     args: dict[str, Any] = {}
     paths: list[ResolvedPath] = []
@@ -193,7 +193,8 @@ class PolicyEngine:
     async def decide(self, req: CallRequest) -> Decision:
         p = self.policy
         call = _Call(req)
-        level = p.tool_levels.get(req.tool) or req.level or default_level(req.tool)
+        # The tool's own declared level; a call that names none (an unknown tool) fails closed.
+        level = p.tool_levels.get(req.tool) or req.level or Level.DANGEROUS
 
         if req.command is not None:
             if req.tool == "exec":

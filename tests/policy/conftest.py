@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from runtime.policy import CallRequest, ResolvedPath
+from runtime.tools.base import REGISTRY
 
 _ids = itertools.count(1)
 
@@ -19,7 +20,8 @@ def make_call(
     args: dict[str, Any] | None = None,
     **extra: Any,
 ) -> CallRequest:
-    """A call as the session layer would build it; a plain string path resolves to itself."""
+    """A call as the session layer would build it (with the tool's declared level); a plain
+    string path resolves to itself."""
     resolved = [
         ResolvedPath(requested=p, resolved=p) if isinstance(p, str) else ResolvedPath(requested=p[0], resolved=p[1])
         for p in paths or []
@@ -31,6 +33,7 @@ def make_call(
         session_id=extra.pop("session_id", "s1"),
         call_id=f"c{next(_ids)}",
         tool=tool,
+        level=extra.pop("level", REGISTRY[tool].level if tool in REGISTRY else None),
         paths=resolved,
         command=command,
         access=access,  # type: ignore[arg-type]

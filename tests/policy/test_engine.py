@@ -11,7 +11,6 @@ import pytest
 from pydantic import ValidationError
 
 from runtime.policy import (
-    DEFAULT_LEVELS,
     ApprovalAnswer,
     ApprovalRequest,
     Grant,
@@ -21,8 +20,8 @@ from runtime.policy import (
     Policy,
     PolicyEngine,
     Rule,
-    default_level,
 )
+from runtime.tools.base import REGISTRY
 
 from .conftest import make_call
 
@@ -134,7 +133,8 @@ async def test_tool_levels_override_and_unknown_tools() -> None:
     assert (unknown.allowed, unknown.level) == (False, Level.DANGEROUS)
 
 
-def test_default_levels_follow_seed_004_and_side_effects() -> None:
+def test_declared_levels_follow_seed_004_and_side_effects() -> None:
+    """Each canonical tool declares its level once, with the tool; seed 004 names these."""
     seed_004 = {
         "calculate": Level.SAFE, "web_search": Level.SAFE, "grep": Level.SAFE, "run_code": Level.DANGEROUS,
         "exec": Level.DANGEROUS, "ls": Level.SAFE, "read_file": Level.SAFE, "write_file": Level.CAUTIOUS,
@@ -144,11 +144,8 @@ def test_default_levels_follow_seed_004_and_side_effects() -> None:
         "git_push": Level.DANGEROUS, "web_fetch": Level.CAUTIOUS,
     }
     for tool, level in seed_004.items():
-        assert default_level(tool) is level, tool
-    canonical = ["read_file", "write_file", "edit_file", "multi_edit", "undo_edit", "delete_file", "diff", "apply_patch", "ls", "glob", "grep", "bash", "task_output", "task_input", "task_kill", "task_list", "run_code", "exec", "git_status", "git_log", "git_diff", "git_commit", "git_branch", "git_checkout", "git_push", "todo_write", "markdown_plan", "update_plan_step", "list_plans", "read_plan", "ask_user_questions", "ask_for_permissions", "tool_search", "list_skills", "calculate", "web_fetch", "web_search"]
-    assert set(canonical) == set(DEFAULT_LEVELS)
-    assert default_level("multi_edit") is Level.CAUTIOUS
-    assert default_level("glob") is Level.SAFE
+        assert REGISTRY[tool].level is level, tool
+    assert REGISTRY["multi_edit"].level is Level.CAUTIOUS and REGISTRY["glob"].level is Level.SAFE
 
 
 def test_levels_are_ordered() -> None:
