@@ -14,12 +14,14 @@ from functools import lru_cache
 
 DEFAULT_WORKSPACE_ROOTS: tuple[str, ...] = ("/workspace", "/tmp")
 
-# Matched like every policy glob: a pattern without a leading "/" matches at any depth.
+# Matched like every policy glob (a pattern without a leading "/" matches at any depth), and
+# without regard to case: `.ENV` and `Secrets.YAML` hold secrets as much as their lower-case names.
 DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
-    ".env",
-    ".env.*",
-    "credentials",
-    "credentials.*",
+    ".env*",
+    "*.env",
+    "credentials*",
+    "secrets.*",
+    "*service-account*.json",
     "*.pem",
     "*.key",
     "*.p12",
@@ -27,12 +29,7 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     "*.jks",
     "*.keystore",
     "*.kdbx",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "id_ecdsa_sk",
-    "id_ed25519_sk",
+    "id_*",
     ".netrc",
     "_netrc",
     ".pgpass",
@@ -45,12 +42,13 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     ".kube/config",
 )
 
-# Templates that document variables without holding values.
+# Templates that document variables without holding values, and public halves of key pairs.
 DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
     ".env.example",
     ".env.sample",
     ".env.template",
     ".env.dist",
+    "*.pub",
 )
 
 # Writing these turns later "read-only" git commands into code execution (hooks, fsmonitor,
@@ -216,8 +214,10 @@ def is_secret(
     patterns: Iterable[str] = DEFAULT_SECRET_PATTERNS,
     exceptions: Iterable[str] = DEFAULT_SECRET_EXCEPTIONS,
 ) -> str | None:
-    """The secret pattern ``path`` matches (unless an exception matches too), else None."""
-    hit = matches_any(patterns, path)
-    if hit is None or matches_any(exceptions, path) is not None:
+    """The secret pattern ``path`` matches, regardless of case (unless an exception matches
+    too), else None."""
+    lowered = path.lower()
+    hit = next((p for p in patterns if glob_match(p.lower(), lowered)), None)
+    if hit is None or any(glob_match(e.lower(), lowered) for e in exceptions):
         return None
     return hit

@@ -34,6 +34,7 @@ class Places:
     ) -> None:
         self.roots = tuple(normalize(r) for r in roots)
         self.secret_patterns = tuple(secret_patterns)
+        self.secret_patterns_lower = tuple(p.lower() for p in secret_patterns)
         self.secret_exceptions = tuple(secret_exceptions)
         self.protected = tuple(protected)
         self.initial: str = normalize(cwd) if cwd and cwd.startswith("/") else "."
@@ -108,7 +109,8 @@ class Places:
                     return posixpath.basename(path) or path, True
             return None
         for pattern in self.glob_candidates(word.glob_pattern):
-            hit = may_match(pattern, self.secret_patterns)
+            # Secret patterns ignore case (see is_secret): compare lower-cased on both sides.
+            hit = may_match(pattern.lower(), self.secret_patterns_lower)
             if hit is not None:
                 return hit, False
         return None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from runtime.errors import DaemonProtocolError
-from runtime.policy import Level
+from runtime.policy import Level, Policy, is_secret
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 from runtime.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
 from runtime.tools.text import GitGlob, op_errors
@@ -302,10 +302,18 @@ async def run_search(
     with op_errors(root):
         result, _ = await ctx.client.op("grep", op_args, blob, timeout=args.timeout + 15)
     try:
-        return root, GrepReply.model_validate(result)
+        reply = GrepReply.model_validate(result)
     except ValidationError as exc:
         message = f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
         raise DaemonProtocolError(message) from None
+    # The policy checked the search root; every file the search read is checked here, so a
+    # recursive search (or include_hidden) never shows what a read of that file would not.
+    policy = ctx.permissions.policy if ctx.permissions else Policy()
+    kept = [
+        f for f in reply.files
+        if not is_secret(posixpath.join(root, f.path), policy.secret_patterns, policy.secret_exceptions)
+    ]
+    return root, reply.model_copy(update={"files": kept})
 
 
 async def _python_file_list(

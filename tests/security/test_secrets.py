@@ -1,0 +1,48 @@
+"""Secrets stay unread at level safe, however the agent spells or reaches them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from runtime import Runtime
+from runtime.policy import ApprovalAnswer, ApprovalRequest
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = f"tok-{uuid.uuid4().hex}"
+FILES = [".env", ".ENV", ".env.local", "Secrets.YAML", "config/service-account-prod.json", "deploy/id_ed25519",
+         "certs/server.KEY", "credentials.json", "prod.env"]
+
+
+async def deny(request: ApprovalRequest) -> ApprovalAnswer:
+    return ApprovalAnswer.deny("denied by the test")
+
+
+async def test_secret_names_searches_and_spellings(rt: Runtime) -> None:
+    async with rt.session(approval_handler=deny) as s:
+        for name in FILES:
+            await s.write_file(f"/workspace/{name}", f"KEY={TOKEN}\n")
+        await s.write_file("/workspace/.env.example", "KEY=\n")
+        await s.write_file("/workspace/notes.txt", "KEY=visible\n")
+        attempts = [("read_file", {"path": f"/workspace/{name}"}) for name in FILES] + [
+            ("grep", {"pattern": TOKEN, "path": "/workspace", "include_hidden": True, "output_mode": "content"}),
+            ("grep", {"pattern": "KEY", "path": "/workspace", "include_hidden": True, "no_ignore": True,
+                      "output_mode": "content"}),
+            ("bash", {"command": "cat .en?"}),
+            ("bash", {"command": "F=.env; cat $F"}),
+            ("bash", {"command": "cat $(echo .env)"}),
+            ("bash", {"command": "grep -r KEY ."}),
+            ("bash", {"command": "rg KEY"}),
+            ("bash", {"command": "cat .ENV"}),
+            ("bash", {"command": "cat Secrets.*"}),
+            ("bash", {"command": "git show HEAD:.env"}),
+        ]
+        leaked = [(tool, args) for tool, args in attempts if TOKEN in (await s.call(tool, args)).text]
+        print(f"{len(attempts)} attempts to read {len(FILES)} secret files, {len(leaked)} leaked: {leaked}")
+        assert leaked == []
+        # The searches work; they just leave the secret files out. Templates stay readable.
+        found = await s.call("grep", {"pattern": "KEY", "path": "/workspace", "include_hidden": True})
+        assert "notes.txt" in found.text and ".env.example" in found.text and ".env\n" not in found.text
+        assert (await s.call("read_file", {"path": "/workspace/.env.example"})).ok
