@@ -6,9 +6,11 @@ short preview with tokens, keys and passwords masked.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -41,6 +43,12 @@ _VALUE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
         r"private[_-]?key|credential|client[_-]?secret)[A-Za-z0-9_.-]*+['\"]?\s*[:=]\s*)(['\"]?)[^\s'\"&;,]+"
     ), r"\1\2***"),
+    # Names that abbreviate "password": DBPASS=, PGPASS=, MYSQL_PWD=.
+    (re.compile(r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:pass|pwd)['\"]?\s*[:=]\s*)(['\"]?)[^\s'\"&;,]+"), r"\1\2***"),
+    # mysql -pSECRET (the password glued to the option).
+    (re.compile(r"(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p)(?!\s)[^\s'\"]+"), r"\1***"),
+    # curl -u user:password
+    (re.compile(r"(\s(?:-u|--user)\s+['\"]?[^\s:'\"]+:)[^\s'\"]+"), r"\1***"),
     # --password value (separate argument).
     (re.compile(r"(?i)(--?(?:password|passwd|pass|token|secret|api-key|apikey|access-key)\s+)(['\"]?)[^\s'\"]+"), r"\1\2***"),
 )
@@ -50,11 +58,54 @@ _VALUE_LIMIT = 120
 _REDACT_WINDOW = 512
 
 
-def redact_text(text: str) -> str:
-    """Mask tokens, keys, passwords, bearer headers, AWS keys, private key blocks…"""
+_QUOTED_WORD = re.compile(r"\S*['\"\\]\S*")
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])")
+
+
+def _mask_patterns(text: str) -> str:
     for pattern, replacement in _VALUE_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    """A word a shell would join from quoted pieces (gh'p_'"abc…"): masked whole if the joined
+    word holds a secret."""
+    word = match.group(0)
+    joined = re.sub(r"['\"\\]", "", word)
+    return _MASK if _mask_patterns(joined) != joined else word
+
+
+def _encoded(match: re.Match[str]) -> str:
+    """Base64 that decodes to credentials (user:password, a token) is a credential too."""
+    blob = match.group(0)
+    try:
+        decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return blob
+    if not decoded.isprintable():
+        return blob
+    return _MASK if ":" in decoded or _mask_patterns(decoded) != decoded else blob
+
+
+def redact_text(text: str) -> str:
+    """Mask tokens, keys, passwords, bearer headers, AWS keys, private key blocks, and the same
+    split by quotes or base64-encoded."""
+    text = _mask_patterns(text)
+    text = _QUOTED_WORD.sub(_unquoted, text)
+    return _BASE64.sub(_encoded, text)
+
+
+# Characters a terminal would act on or draw misleadingly: controls, bidi overrides and other
+# invisible format characters, line and paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
+
+
+def escape_unsafe(text: str) -> str:
+    """``text`` with every character a terminal could be fooled by written as ``\\uXXXX``."""
+    return "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in _UNSAFE_CATEGORIES and c != "\n" else c for c in text
+    )
 
 
 def _secret_key(key: str) -> bool:

@@ -112,3 +112,16 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "tick 3" in proc.stdout and "timed_out=True" in proc.stdout
     assert "+caisson writes atomically, with CAS" in proc.stdout and "decision=denied" in proc.stdout
     assert {c.id for c in client.containers.list(all=True)} <= before  # nothing left behind
+
+
+def test_audit_output_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """An agent's arguments reach a human's terminal through `caisson audit`: controls and bidi
+    overrides arrive escaped, and the JSON still reads back to what the agent sent."""
+    command = "echo \u202etxt.exe\x1b[2J\x07 done\u2028"
+    trajectory = json.dumps({"tool": "bash", "args": {"command": command}}) + "\n"
+    assert caisson("replay", "-", state=tmp_path, stdin=trajectory).returncode == 0
+    audit = caisson("audit", "--tool", "bash", state=tmp_path)
+    assert audit.returncode == 0, audit.stderr
+    unsafe = [c for c in audit.stdout if c in "\u202e\x1b\x07\u2028"]
+    assert unsafe == [] and "\\u202e" in audit.stdout
+    assert "\u202etxt.exe" in json.loads(audit.stdout.splitlines()[-1])["preview"]

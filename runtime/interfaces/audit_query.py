@@ -11,6 +11,7 @@ from pathlib import Path
 from runtime.audit import AuditLog
 from runtime.config import RuntimeConfig
 from runtime.errors import CaissonError
+from runtime.redact import escape_unsafe
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -42,6 +43,7 @@ def show_audit(args: argparse.Namespace) -> Iterator[str]:
             limit=args.limit,
         )
         for event in events:
-            yield event.model_dump_json()
+            # Arguments came from the agent: nothing in them may drive the reader's terminal.
+            yield escape_unsafe(event.model_dump_json())
     finally:
         log.close()

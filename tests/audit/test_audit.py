@@ -238,3 +238,25 @@ async def test_every_decision_becomes_one_event(log: AuditLog) -> None:
         ("denied", Level.SAFE, "secret_files", "denied"),
     ]
     assert all(e.args_sha256 == args_digest(c.args) for e, c in zip(events, calls, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("mysql -uroot -pS3cretPw db", "mysql -uroot -p"),
+        ("DBPASS=hunter22 ./run", "DBPASS="),
+        ("curl -u alice:wonderland https://x", "curl -u alice:"),
+        ("echo gh\"p_\"'" + "a" * 36 + "'", "echo "),
+        ("echo YWxpY2U6d29uZGVybGFuZA== | base64 -d", "| base64 -d"),
+    ],
+)
+def test_secrets_in_disguise_are_masked(text: str, kept: str) -> None:
+    masked = redact_text(text)
+    assert "***" in masked and kept in masked
+    for secret in ("S3cretPw", "hunter22", "wonderland", "a" * 36, "YWxpY2U6d29uZGVybGFuZA"):
+        assert secret not in masked
+
+
+def test_ordinary_base64_and_options_are_kept() -> None:
+    for text in ("mkdir -p src/a", "echo aGVsbG8gd29ybGQgdGhpcyBpcw==", "git commit -m 'fix tokenizer'"):
+        assert redact_text(text) == text
