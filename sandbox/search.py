@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -493,6 +494,46 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
     return files, truncated
 
 
+# A group under a quantifier, a back-reference, or many unbounded quantifiers: patterns whose
+# matching time can explode. The Python engine runs them in a child process (search_child).
+_QUANTIFIED_GROUP = re.compile(r"\)(?:[*+]|\{\d*,)")
+_BACKREFERENCE = re.compile(r"\\[1-9]|\(\?P=")
+_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
+# Output of the child: the reply, which the host caps the same way.
+MAX_CHILD_REPLY = MAX_REPLY_TEXT * 2
+# Time the child gets when the request names no timeout.
+DEFAULT_CHILD_TIMEOUT = 300.0
+
+
+def _may_backtrack(pattern: str) -> bool:
+    return bool(
+        _QUANTIFIED_GROUP.search(pattern) or _BACKREFERENCE.search(pattern) or len(_UNBOUNDED.findall(pattern)) >= 3
+    )
+
+
+def _isolated(args: Dict[str, Any], blob: bytes, timeout: Optional[float]) -> Reply:
+    """The same search in ``sandbox.search_child``, killed at the timeout."""
+    root = resolve_user(0)
+    env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": root.home,
+           "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
+    spec = Spec([sys.executable, "-m", "sandbox.search_child"], None, "grep (python engine)", "/", env, root)
+    proc = Proc(spec, Stream(MAX_CHILD_REPLY, ring=False), Stream(64 * 1024, ring=False))
+    table().start(proc, stdin_pipe=True, timeout=timeout or DEFAULT_CHILD_TIMEOUT)
+    proc.write_stdin(json.dumps(args).encode() + b"\n" + blob, close=True)
+    with proc.cond:
+        while not proc.finished:
+            proc.cond.wait()
+    if proc.timed_out:
+        return {"engine": "python", "files": [], "truncated": False, "timed_out": True}, b""
+    try:
+        reply = json.loads(bytes(proc.out.buf))
+    except ValueError:
+        raise DaemonError("internal", "the search process failed: %s" % bytes(proc.err.buf)[-300:].decode("utf-8", "replace")) from None
+    if "error" in reply:
+        raise DaemonError(reply["error"]["code"], reply["error"]["message"])
+    return reply, b""
+
+
 def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
     q = _Query(args)
     paths = None
@@ -510,6 +551,8 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
         engine = "python"
     if engine == "python" and paths is None:
         raise DaemonError("bad_request", "the python engine searches the file list the host sends (paths_in_blob)")
+    if engine == "python" and not q.fixed and not get(args, "isolated", bool, False) and _may_backtrack(q.pattern):
+        return _isolated(args, blob, q.timeout)
     with fs_access(args) as res:
         q.res = res
         q.root_fd = _open_root(res, q.root)
