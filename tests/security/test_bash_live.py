@@ -153,3 +153,27 @@ async def test_control_unconfined_payloads_do_write(rt: Runtime) -> None:
         written = await changes(s, outside_only=True)
     print(f"control, unconfined: {len(written)} paths written outside the workspace roots")
     assert len(written) >= len(DIRECT) // 2
+
+
+async def test_background_tasks_and_their_children_inherit_the_confinement(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def blind(command: str, **_: object) -> BashClassification:
+        return BashClassification(level=Level.SAFE, reasons=["blinded"], destructive=None, segments=[], residual=Level.SAFE)
+
+    monkeypatch.setattr("runtime.policy.engine.classify_bash", blind)
+    escapes = [
+        "sleep 0.3; touch /var/tmp/bg-1",
+        "(setsid sh -c 'sleep 0.3; touch /var/tmp/bg-2' &); sleep 1",
+        "nohup sh -c 'sleep 0.3; echo x > /var/tmp/bg-3' >/dev/null 2>&1 & sleep 1",
+        "python3 -c \"import os,time; os.fork() or (time.sleep(0.3), open('/var/tmp/bg-4','w'))\"; sleep 1",
+    ]
+    async with rt.session(approval_handler=deny) as s:
+        await prepare(s)
+        for command in escapes:
+            r = await s.call("bash", {"command": command, "run_in_background": True})
+            assert r.ok, r.text
+        await s.exec("sleep 2")
+        written = await changes(s, outside_only=False)
+    print(f"background escapes at level safe: {len(escapes)} tried, {len(written)} paths written")
+    assert written == []

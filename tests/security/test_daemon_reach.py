@@ -57,3 +57,27 @@ async def test_agent_cannot_reach_the_daemon(rt: Runtime, gvisor: bool) -> None:
         after = await s.ping()
         print(f"[{'gvisor' if gvisor else 'runc'}] {len(attacks(info.pid, gvisor))} attacks on the daemon, {len(landed)} landed: {landed}")
         assert landed == [] and after.pid == info.pid
+
+
+async def test_no_tool_reaches_root(rt: Runtime) -> None:
+    """Every command a tool runs is the agent's: the confined client refuses another user."""
+    from runtime.errors import OpError
+
+    async with rt.session(approval_handler=approve) as s:
+        for tool, args in [
+            ("bash", {"command": "id -u"}),
+            ("exec", {"command": "id -u"}),
+            ("run_code", {"mode": "command", "command": "id -u"}),
+            ("bash", {"command": "id -u", "run_in_background": True}),
+        ]:
+            r = await s.call(tool, args)
+            assert r.ok, r.text
+            if "task_id" in (r.data or {}):
+                out = await s.call("task_output", {"task_id": r.data["task_id"], "wait": 5})
+                assert out.data["stdout"].strip() == "1000", out.text
+            else:
+                assert "1000" in r.text and "\n0\n" not in r.text, (tool, r.text)
+        ctx = s.tool_context()
+        with pytest.raises(OpError) as refused:
+            await ctx.client.exec(["id", "-u"], user="root")
+        assert refused.value.code == "permission_denied"
