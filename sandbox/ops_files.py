@@ -58,20 +58,20 @@ def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
             realpath = fd_path(fd)
         finally:
             os.close(fd)
-    return (
-        {
-            "exists": True,
-            "type": file_type(st.st_mode),
-            "size": st.st_size,
-            "mode": st.st_mode,
-            "mtime": st.st_mtime,
-            "uid": st.st_uid,
-            "gid": st.st_gid,
-            "target": target,
-            "realpath": realpath,
-        },
-        b"",
-    )
+    return dict(_meta(st, target), exists=True, realpath=realpath), b""
+
+
+def _meta(st: os.stat_result, target: Optional[str]) -> Dict[str, Any]:
+    """What stat and list both report about a file."""
+    return {
+        "type": file_type(st.st_mode),
+        "size": st.st_size,
+        "mode": st.st_mode,
+        "mtime": st.st_mtime,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "target": target,
+    }
 
 
 def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
@@ -149,18 +149,7 @@ def op_list(args: Dict[str, Any], blob: bytes) -> Reply:
                         target = os.readlink(entry.name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else None
                     except FileNotFoundError:
                         continue  # removed while we listed
-                    entries.append(
-                        {
-                            "name": entry.name,
-                            "type": file_type(st.st_mode),
-                            "size": st.st_size,
-                            "mode": st.st_mode,
-                            "mtime": st.st_mtime,
-                            "uid": st.st_uid,
-                            "gid": st.st_gid,
-                            "target": target,
-                        }
-                    )
+                    entries.append(dict(_meta(st, target), name=entry.name))
         finally:
             os.close(fd)
     return {"entries": entries}, b""

@@ -53,8 +53,9 @@ class Confinement(BaseModel):
         return {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
 
 
-class StatResult(_Reply):
-    exists: bool
+class _FileMeta(_Reply):
+    """What stat and list both tell about a file."""
+
     type: FileType | None = None
     size: int = 0
     mode: int = 0
@@ -62,6 +63,10 @@ class StatResult(_Reply):
     uid: int = 0
     gid: int = 0
     target: str | None = None
+
+
+class StatResult(_FileMeta):
+    exists: bool
     realpath: str | None = None
 
 
@@ -79,15 +84,9 @@ class WriteResult(_Reply):
     sha256: str
 
 
-class DirEntry(_Reply):
+class DirEntry(_FileMeta):
     name: str
     type: FileType
-    size: int = 0
-    mode: int = 0
-    mtime: float = 0.0
-    uid: int = 0
-    gid: int = 0
-    target: str | None = None
 
 
 class WalkEntry(_Reply):
