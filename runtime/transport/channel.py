@@ -29,6 +29,9 @@ log = get_logger("caisson.channel")
 
 EventHandler = Callable[[str, dict[str, Any], bytes], None]
 
+# How long the rest of a started frame may take to arrive.
+PARTIAL_FRAME_DEADLINE = 1.5
+
 
 class ByteTransport(Protocol):
     async def receive_stdout(self) -> bytes: ...
@@ -75,7 +78,19 @@ class Channel:
 
     async def _read(self) -> None:
         """Read one chunk of the stream and dispatch the frames it completes."""
-        chunk = await self._transport.receive_stdout()
+        if not self._decoder.buffered:
+            chunk = await self._transport.receive_stdout()
+        else:
+            # The daemon writes each frame whole: the rest of a started frame is already on its
+            # way, so a frame cut short and then silence is a broken (or forged) stream.
+            with anyio.move_on_after(PARTIAL_FRAME_DEADLINE) as scope:
+                chunk = await self._transport.receive_stdout()
+            if scope.cancelled_caught:
+                self._fail(DaemonProtocolError(
+                    f"the sandbox daemon of session {self.name} sent part of a frame and then nothing "
+                    f"for {PARTIAL_FRAME_DEADLINE:g} s"
+                ))
+                return
         if not chunk:
             tail = self._transport.stderr_tail.strip()
             detail = f"; its last words on stderr: {tail[-500:]}" if tail else ""

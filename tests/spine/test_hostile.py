@@ -97,3 +97,17 @@ async def test_silent_daemon_times_out() -> None:
     _, err = await _call_against(None, timeout=0.5)
     assert isinstance(err, CallTimeout)
     assert time.monotonic() - started < 2
+
+
+async def test_truncated_frame_then_silence_fails_the_session_fast() -> None:
+    """Half a reply and then nothing (a daemon that died mid-write, or forged bytes): the call
+    fails within the partial-frame deadline, not at its own (long) timeout, and so do later calls."""
+    frame = encode_frame({"id": 1, "ok": True, "result": {"pong": True}})
+    started = time.monotonic()
+    channel, err = await _call_against(frame[: len(frame) // 2], timeout=60)
+    elapsed = time.monotonic() - started
+    print(f"truncated frame: the session failed after {elapsed:.2f} s")
+    assert isinstance(err, DaemonProtocolError) and "part of a frame" in str(err)
+    assert elapsed < 2
+    with pytest.raises(DaemonProtocolError):
+        await channel.call("ping", {}, timeout=60)
