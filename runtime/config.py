@@ -62,8 +62,21 @@ class SessionConfig(BaseModel):
     stateless_bash: bool = Field(False, description="every bash call starts from the root dir and env")
 
 
+class PoolConfig(BaseModel):
+    """A warm pool: ``size`` started containers made as ``session`` says, taken by sessions whose
+    container-shaping fields (image, limits, network, gvisor, workdir, user, env, mounts,
+    timeouts) match; tenant, profile and policy bind when a session takes one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(4, ge=1, description="containers kept started and idle")
+    session: SessionConfig = Field(default_factory=SessionConfig)
+
+
 class RuntimeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    pool: PoolConfig | None = Field(None, description="keep started containers ready; none by default")
 
     docker_host: str | None = Field(None, description="default: DOCKER_HOST or the local socket")
     owner: str = Field(default_factory=default_owner)

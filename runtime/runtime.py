@@ -16,6 +16,7 @@ from runtime.client.models import DaemonInfo
 from runtime.client.primitives import new_session_id
 from runtime.config import RuntimeConfig, SessionConfig
 from runtime.docker import containers, reaper
+from runtime.docker.pool import WarmPool
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
 from runtime.logs import get_logger
 from runtime.policy import ApprovalHandler, Policy
@@ -39,6 +40,7 @@ class Runtime:
         self._starting: set[str] = set()
         self._audit: AuditLog | None = None
         self._state = Path(self.config.state_dir)
+        self._pool: WarmPool | None = None
 
     @property
     def client(self) -> docker.DockerClient:
@@ -62,10 +64,16 @@ class Runtime:
         self._state.mkdir(parents=True, exist_ok=True)
         if self.config.gc_on_start:
             await self.gc()
+        if self.config.pool is not None:
+            self._pool = WarmPool(self.client, self.config.owner, self.config.pool.session, self.config.pool.size)
+            self._pool.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
+            if self._pool is not None:
+                await anyio.to_thread.run_sync(self._pool.close)
+                self._pool = None
             for session in list(self._sessions.values()):
                 await session.close()
         self.client.close()
@@ -74,8 +82,15 @@ class Runtime:
             self._audit.close()
             self._audit = None
 
+    async def pool_ready(self, timeout: float = 300.0) -> bool:
+        """Wait until the warm pool is full (False on timeout, or when there is no pool)."""
+        if self._pool is None:
+            return False
+        return await anyio.to_thread.run_sync(self._pool.wait_full, timeout)
+
     async def gc(self) -> list[reaper.Reaped]:
-        spare = frozenset(self._sessions) | frozenset(self._starting)
+        pooled = self._pool.session_ids() if self._pool is not None else frozenset()
+        spare = frozenset(self._sessions) | frozenset(self._starting) | pooled
         return await anyio.to_thread.run_sync(lambda: reaper.collect(self.client, spare=spare))
 
     @asynccontextmanager
@@ -99,6 +114,13 @@ class Runtime:
 
         ``overrides`` are SessionConfig fields (``profile="amp"``, ``image=...``, ...)."""
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
+        handlers = (policy, approval_handler, interaction_handler)
+        pooled = self._pool.take() if self._pool is not None and self._pool.fits(cfg) else None
+        if pooled is not None:
+            try:
+                return await self._bind(pooled, cfg, *handlers)
+            except CaissonError as exc:  # a pooled daemon that idled out or died: start one cold
+                log.warning("pooled container unusable; starting a new one", session=pooled.session_id, error=str(exc))
         session_id = new_session_id()
         self._starting.add(session_id)
         created = stream = None
@@ -123,6 +145,34 @@ class Runtime:
             raise
         finally:
             self._starting.discard(session_id)
+
+    async def _bind(
+        self,
+        pooled: containers.CreatedContainer,
+        cfg: SessionConfig,
+        policy: Policy | None,
+        approval_handler: ApprovalHandler | None,
+        interaction_handler: InteractionHandler | None,
+    ) -> Session:
+        """A session on a started container taken from the pool."""
+        self._starting.add(pooled.session_id)
+        stream = None
+        try:
+            stream = await open_attach(
+                self.docker_host, self.client.api.api_version, pooled.id, timeout=self.config.start_timeout
+            )
+            channel = Channel(stream, max_frame=cfg.max_frame, name=pooled.session_id)
+            return await self._attach_session(
+                pooled.session_id, pooled.id, cfg, channel, policy, approval_handler, interaction_handler
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if stream is not None:
+                    await stream.aclose()
+                await anyio.to_thread.run_sync(containers.remove_container, self.client, pooled.id)
+            raise
+        finally:
+            self._starting.discard(pooled.session_id)
 
     async def reattach(
         self,

@@ -1,0 +1,126 @@
+"""A warm pool: started, hardened, idle containers of one configuration, ready to be taken.
+
+A thread keeps ``size`` containers created and started (their daemons waiting on stdin); a
+session takes one and binds it late: the attach stream, the policy, the profile and the
+tenant are the session's. A pooled container is used by one session only and removed with
+it, so nothing carries over. Pooled containers carry the usual labels (owner, expiry), so the
+reaper treats them like any session's.
+
+Only the fields that shape a container must match the pool's configuration; the rest
+(tenant, profile, timeouts of calls, bash mode) are host-side and bind late.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import docker
+
+from runtime.client.primitives import new_session_id
+from runtime.config import SessionConfig
+from runtime.docker import containers
+from runtime.logs import get_logger
+
+log = get_logger("caisson.pool")
+
+# What a container is made of; anything else in SessionConfig lives on the host.
+SHAPE_FIELDS = frozenset(
+    {"image", "ttl", "idle_timeout", "network", "gvisor", "workdir", "agent_user", "env", "mounts", "limits"}
+)
+# Containers created at once while filling: enough to refill a burst, few enough for the engine.
+FILL_WORKERS = 4
+
+
+def shape(config: SessionConfig) -> str:
+    return config.model_dump_json(include=set(SHAPE_FIELDS))
+
+
+class WarmPool:
+    def __init__(self, client: docker.DockerClient, owner: str, config: SessionConfig, size: int) -> None:
+        self.config = config
+        self.size = size
+        self._client = client
+        self._owner = owner
+        self._shape = shape(config)
+        self._ready: deque[containers.CreatedContainer] = deque()
+        self._filling = 0
+        self._failures = 0
+        self._lock = threading.Condition()
+        self._stopped = False
+        self._workers = ThreadPoolExecutor(max_workers=FILL_WORKERS, thread_name_prefix="caisson-pool")
+        self._thread = threading.Thread(target=self._keep_full, name="caisson-pool", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def fits(self, config: SessionConfig) -> bool:
+        return shape(config) == self._shape
+
+    def take(self) -> containers.CreatedContainer | None:
+        """A started container, or None when the pool is empty (the caller starts one cold)."""
+        with self._lock:
+            taken = self._ready.popleft() if self._ready else None
+            self._lock.notify_all()
+            return taken
+
+    @property
+    def ready(self) -> int:
+        with self._lock:
+            return len(self._ready)
+
+    def session_ids(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(c.session_id for c in self._ready)
+
+    def wait_full(self, timeout: float) -> bool:
+        """Block until the pool holds ``size`` containers (for set-up and benchmarks)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._ready) >= self.size or self._stopped, timeout)
+
+    def close(self) -> None:
+        """Stop filling and remove the idle containers."""
+        with self._lock:
+            self._stopped = True
+            self._lock.notify_all()
+        self._thread.join()
+        self._workers.shutdown(wait=True)
+        while (created := self.take()) is not None:
+            containers.remove_container(self._client, created.id)
+
+    def _keep_full(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(
+                    lambda: self._stopped or len(self._ready) + self._filling < self.size, timeout=5.0
+                )
+                if self._stopped:
+                    return
+                missing = self.size - len(self._ready) - self._filling
+                self._filling += max(0, missing)
+            for _ in range(max(0, missing)):
+                self._workers.submit(self._fill_one)
+
+    def _fill_one(self) -> None:
+        created = None
+        try:
+            created = containers.create_container(self._client, new_session_id(), self._owner, self.config)
+            containers.start_container(self._client, created.id)
+        except Exception as exc:  # the engine said no: count it, back off, keep going
+            if created is not None:
+                containers.remove_container(self._client, created.id)
+            created = None
+            log.warning("could not start a pooled container", error=str(exc))
+        with self._lock:
+            self._filling -= 1
+            if created is None:
+                self._failures += 1
+                # Back off so a broken engine or image is not hammered.
+                self._lock.wait(timeout=min(30.0, 0.5 * self._failures))
+            elif self._stopped:
+                containers.remove_container(self._client, created.id)
+            else:
+                self._failures = 0
+                self._ready.append(created)
+            self._lock.notify_all()
