@@ -47,17 +47,30 @@ def acting_as(user: Optional[UserInfo]) -> Iterator[None]:
         raise DaemonError("permission_denied", "the daemon (uid %d) cannot act as uid %d" % (uid, user.uid))
     if not syscalls.CAN_SWITCH_FS_CREDS:
         raise DaemonError("permission_denied", "cannot switch file credentials on this system")
+    effective = False
     try:
-        syscalls.setgroups_thread(user.groups)
-        syscalls.setfsgid(user.gid)
-        syscalls.setfsuid(user.uid)
-        # setfsuid/setfsgid report no errors: read back (an invalid id changes nothing).
-        if syscalls.setfsuid(0xFFFFFFFF) != user.uid or syscalls.setfsgid(0xFFFFFFFF) != user.gid:
+        try:
+            syscalls.setgroups_thread(user.groups)
+            syscalls.setfsgid(user.gid)
+            syscalls.setfsuid(user.uid)
+            # setfsuid/setfsgid report no errors: read back (an invalid id changes nothing).
+            if syscalls.setfsuid(0xFFFFFFFF) != user.uid or syscalls.setfsgid(0xFFFFFFFF) != user.gid:
+                # gVisor keeps no separate fsuid: switch this thread's effective ids instead (the
+                # saved uid stays root's, so the block's end can switch back).
+                effective = True
+                syscalls.setegid_thread(user.gid)
+                syscalls.seteuid_thread(user.uid)
+        except OSError as exc:
+            raise DaemonError("permission_denied", "cannot take the credentials of uid %d: %s" % (user.uid, exc)) from None
+        if effective and (os.geteuid() != user.uid or os.getegid() != user.gid):
             raise DaemonError("permission_denied", "cannot take the credentials of uid %d" % user.uid)
         _state.user = user
         yield
     finally:
         _state.user = None
+        if effective:
+            syscalls.seteuid_thread(uid)
+            syscalls.setegid_thread(gid)
         syscalls.setfsuid(uid)
         syscalls.setfsgid(gid)
         syscalls.setgroups_thread(groups)

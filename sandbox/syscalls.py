@@ -62,8 +62,8 @@ rename_noreplace = _bind_renameat2()
 # Numbers that differ between architectures (setgroups, setfsuid, setfsgid); newer calls
 # (openat2 437, landlock 444-446) have one number everywhere.
 _ARCH_NUMBERS = {
-    "x86_64": {"setgroups": 116, "setfsuid": 122, "setfsgid": 123},
-    "aarch64": {"setgroups": 159, "setfsuid": 151, "setfsgid": 152},
+    "x86_64": {"setgroups": 116, "setfsuid": 122, "setfsgid": 123, "setresuid": 117, "setresgid": 119},
+    "aarch64": {"setgroups": 159, "setfsuid": 151, "setfsgid": 152, "setresuid": 147, "setresgid": 149},
 }
 SYS_OPENAT2 = 437
 SYS_LANDLOCK_CREATE_RULESET = 444
@@ -95,7 +95,7 @@ def _checked(result: int) -> int:
 # -- per-thread credentials (the raw calls change the calling thread only; glibc's
 # wrappers of setgroups and friends would change every thread of the daemon)
 
-CAN_SWITCH_FS_CREDS = syscall is not None and len(_numbers) == 3
+CAN_SWITCH_FS_CREDS = syscall is not None and len(_numbers) == 5
 
 
 def setfsuid(uid: int) -> int:
@@ -105,6 +105,15 @@ def setfsuid(uid: int) -> int:
 
 def setfsgid(gid: int) -> int:
     return int(syscall(_numbers["setfsgid"], ctypes.c_uint(gid)))  # type: ignore[misc]
+
+
+def seteuid_thread(uid: int) -> None:
+    """This thread's effective uid (real and saved stay: root can come back); the fsuid follows."""
+    _checked(syscall(_numbers["setresuid"], ctypes.c_int(-1), ctypes.c_int(uid), ctypes.c_int(-1)))  # type: ignore[misc]
+
+
+def setegid_thread(gid: int) -> None:
+    _checked(syscall(_numbers["setresgid"], ctypes.c_int(-1), ctypes.c_int(gid), ctypes.c_int(-1)))  # type: ignore[misc]
 
 
 def setgroups_thread(groups: Tuple[int, ...]) -> None:
