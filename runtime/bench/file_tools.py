@@ -1,5 +1,6 @@
 """File-tool benchmark: grep and glob over a generated tree of 20,000 files next to ripgrep run
-directly in the same container, and edit_file on a 1 MB file (wired into ``caisson bench``)."""
+directly in the same container, edit_file on a 1 MB file, and read_file / write_file on 10 KB
+beside their primitives (wired into ``caisson bench``)."""
 
 from __future__ import annotations
 
@@ -152,5 +153,16 @@ async def bench_file_tools(session: Session, iterations: int) -> dict[str, Any]:
         assert r.ok, r.text
 
     results["edit_file_1mb"] = await measure(edit_big, n, warmup=2)
-    await session.exec(["rm", "-rf", BENCH_ROOT, big], timeout=120)
+
+    # The whole tool path (validation, policy with its path stat, confinement, audit) on 10 KB,
+    # beside the bare primitive it wraps.
+    small, text = "/workspace/bench-10kb.txt", "0123456789abcdef\n" * 640
+    await session.write_file(small, text)
+    results["read_file_tool_10kb"] = await measure(lambda: session.call("read_file", {"path": small}), iterations)
+    results["read_primitive_10kb"] = await measure(lambda: session.read_file(small), iterations)
+    results["write_file_tool_10kb"] = await measure(
+        lambda: session.call("write_file", {"path": small, "content": text}), iterations
+    )
+    results["write_primitive_10kb"] = await measure(lambda: session.write_file(small, text), iterations)
+    await session.exec(["rm", "-rf", BENCH_ROOT, big, small], timeout=120)
     return results

@@ -34,6 +34,11 @@ def is_binary_extension(path: str) -> bool:
     return extension(path) in BINARY_EXTENSIONS
 
 
+# Every byte but the control bytes seed 000 counts (below TAB, and SO..US): deleting these leaves
+# exactly the control bytes, counted in C rather than in a Python loop.
+_NOT_CONTROL = bytes(b for b in range(256) if not (b < 9 or 13 < b < 32))
+
+
 def is_binary_content(data: bytes) -> bool:
     """Seed 000's rule on the first 4 KB: a NUL byte, or more than 30 % control bytes."""
     sample = data[:BINARY_SNIFF_BYTES]
@@ -41,7 +46,7 @@ def is_binary_content(data: bytes) -> bool:
         return False
     if b"\0" in sample:
         return True
-    control = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    control = len(sample.translate(None, _NOT_CONTROL))
     return control / len(sample) > 0.3
 
 

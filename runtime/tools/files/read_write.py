@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 # Files up to this size are fetched whole (total line count and hash known); larger ones are
 # read chunk by chunk only as far as the requested lines.
 FULL_READ_BYTES = 32 * 1024 * 1024
+# Read whole in the first round trip when the file turns out no larger.
+FAST_READ_BYTES = 256 * 1024
 STREAM_CHUNK = 4 * 1024 * 1024
 MAX_BASE64_BYTES = 20 * 1024 * 1024
 DEFAULT_MAX_WRITE = 10 * 1024 * 1024
@@ -110,15 +112,19 @@ async def _suggestions(ctx: ToolContext, path: str) -> list[str]:
 
 def _numbered(lines: list[str], first: int, args: ReadFileInput) -> tuple[list[str], bool]:
     """Seed 000's ``00042| text`` lines within the byte cap; whether the cap cut the output."""
+    cut = args.max_line_chars
+    shown = [line if len(line) <= cut else line[:cut] + "..." for line in lines]
+    formatted = [f"{n:05}| {line}" for n, line in enumerate(shown, first)] if args.line_numbers else shown
+    # Usually everything fits: one encode of the whole text instead of one per line.
+    if len("\n".join(formatted).encode("utf-8", "replace")) + 1 <= args.max_output_bytes:
+        return formatted, False
     out: list[str] = []
     used = 0
-    for number, line in enumerate(lines, first):
-        shown = line if len(line) <= args.max_line_chars else line[: args.max_line_chars] + "..."
-        formatted = f"{number:05}| {shown}" if args.line_numbers else shown
-        size = len(formatted.encode("utf-8", "replace")) + 1
+    for row in formatted:
+        size = len(row.encode("utf-8", "replace")) + 1
         if used + size > args.max_output_bytes:
             return out, True
-        out.append(formatted)
+        out.append(row)
         used += size
     return out, False
 
@@ -155,6 +161,14 @@ def _directory_listing(path: str, names: list[tuple[str, bool]]) -> ToolResult:
 async def read_file(ctx: ToolContext, args: ReadFileInput) -> ToolResult:
     # Secret files are refused by the permission policy (configurable there), before this runs.
     path = ctx.resolve(args.path)
+    # Most reads are of small regular files: one round trip reads the whole of one, and only
+    # anything else (missing, a directory, a device, a large file) asks what it is.
+    try:
+        first = await ctx.client.read_range(path, 0, FAST_READ_BYTES)
+    except OpError:
+        first = None
+    if first is not None and first.eof:
+        return await _read_regular(ctx, path, first.size, first.data, args)
     with op_errors(path):
         st = await ctx.client.stat(path)
     if not st.exists:
@@ -171,11 +185,18 @@ async def read_file(ctx: ToolContext, args: ReadFileInput) -> ToolResult:
         return _directory_listing(path, [(e.name, e.type == "dir") for e in entries])
     if st.type != "file":
         raise ToolError("not_a_file", f"Not a regular file: {path}")
-    if args.max_file_bytes is not None and st.size > args.max_file_bytes:
-        raise ToolError("too_large", f"File content exceeds maximum allowed size ({args.max_file_bytes} bytes)")
+    return await _read_regular(ctx, path, st.size, None, args)
 
+
+async def _read_regular(
+    ctx: ToolContext, path: str, size: int, data: bytes | None, args: ReadFileInput
+) -> ToolResult:
+    """A regular file of ``size`` bytes as the agent asked for it; ``data`` if already read whole."""
+    if args.max_file_bytes is not None and size > args.max_file_bytes:
+        raise ToolError("too_large", f"File content exceeds maximum allowed size ({args.max_file_bytes} bytes)")
     with op_errors(path):
-        data = await ctx.client.read_file(path) if st.size <= FULL_READ_BYTES else None
+        if data is None and size <= FULL_READ_BYTES:
+            data = await ctx.client.read_file(path)
         head = (
             data[:BINARY_SNIFF_BYTES]
             if data is not None
@@ -184,10 +205,10 @@ async def read_file(ctx: ToolContext, args: ReadFileInput) -> ToolResult:
     media_type = image_media_type(head) if args.images else None
     binary = is_binary_extension(path) or is_binary_content(head)
     if media_type or args.encoding == "base64" or (binary and args.encoding == "auto"):
-        return await _read_base64(ctx, path, st.size, data, media_type)
+        return await _read_base64(ctx, path, size, data, media_type)
     if binary:
         raise ToolError("binary_file", f"Cannot read binary file: {path}")
-    return await _read_text(ctx, path, st.size, data, args)
+    return await _read_text(ctx, path, size, data, args)
 
 
 async def _read_base64(
