@@ -77,11 +77,17 @@ def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from runtime.config import SessionConfig
-    from runtime.interfaces.mcp_server import serve_stdio
+    from runtime.interfaces.mcp_server import serve_http, serve_stdio
 
     # MCP clients stay open for hours: the session lives as long as the flags say.
     config = SessionConfig(image=args.image, ttl=args.ttl, idle_timeout=args.idle_timeout or None)
-    return serve_stdio(profile=args.profile, policy_file=args.policy, approve_all=args.approve_all, config=config)
+    common = {"profile": args.profile, "policy_file": args.policy, "approve_all": args.approve_all, "config": config}
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        if not port.isdigit():
+            raise CaissonError(f"--http {args.http}: give HOST:PORT, e.g. 127.0.0.1:8765")
+        return serve_http(host=host or "127.0.0.1", port=int(port), **common)
+    return serve_stdio(**common)
 
 
 def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
@@ -142,10 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
     replay.set_defaults(fn=cmd_replay)
 
-    mcp = sub.add_parser("mcp", help="serve one session's tools to an MCP client over stdio")
+    mcp = sub.add_parser("mcp", help="serve one session's tools to an MCP client (stdio, or Streamable HTTP)")
     mcp.add_argument("--profile", default="caisson")
     mcp.add_argument("--policy", help="policy file (.toml or .json); default: CAISSON_POLICY or the default policy")
     mcp.add_argument("--approve-all", action="store_true", help="approve dangerous calls without asking")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     mcp.add_argument("--image", help="image to run; default: the built caisson image")
     mcp.add_argument("--ttl", type=float, default=8 * 3600, help="seconds the sandbox may live (default 8 h)")
     mcp.add_argument(
