@@ -9,6 +9,6 @@ from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult,
 from runtime.tools.files import edit, patch, read_write  # noqa: F401
 from runtime.tools.process import commands, shell, tasks  # noqa: F401
 from runtime.tools.search import grep, listing  # noqa: F401
-from runtime.tools.web import fetch  # noqa: F401
+from runtime.tools.web import fetch, search  # noqa: F401
 
 __all__ = ["REGISTRY", "Tool", "ToolError", "ToolInput", "ToolResult", "tool"]

@@ -16,16 +16,9 @@ import pytest
 from toolcall import call, code
 
 from runtime import Session
-from runtime.tools.web.fetch import (
-    SearchResult,
-    WebSettings,
-    check_url,
-    configure_web,
-    forbidden_reason,
-    html_to_markdown,
-    register_search_provider,
-    strip_tracking,
-)
+from runtime.tools.web.convert import html_to_markdown
+from runtime.tools.web.guard import check_url, forbidden_reason, strip_tracking
+from runtime.tools.web.settings import SearchResult, WebSettings, configure_web, register_search_provider
 
 pytestmark = pytest.mark.anyio
 

@@ -1,1 +1,3 @@
-"""Web tools, run on the host: web_fetch with its address checks (``fetch.py``) and web_search."""
+"""Web tools, run on the host: web_fetch (``fetch.py``: ``guard.py`` decides what may be reached
+and pins connections to checked addresses, ``http.py`` fetches with httpx, ``convert.py`` turns
+HTML into Markdown) and web_search (``search.py``); per-session settings in ``settings.py``."""

@@ -15,7 +15,7 @@ from runtime import Runtime, Session
 from runtime.policy import Level
 from runtime.profiles import get_profile
 from runtime.profiles.hooks import register_hook
-from runtime.tools.web.fetch import configure_web
+from runtime.tools.web.settings import configure_web
 from tests.conformance.conftest import as_json, profile_session, sh
 
 pytestmark = pytest.mark.anyio
