@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -251,8 +252,11 @@ class Dispatcher:
         if problem:
             return self._finish(request, ptool, ToolResult.failure("arguments_too_large", problem), started)
         canonical = ptool.canonical
+        url = urlsplit(canonical.url(canonical_args) or "")
         request = request.model_copy(
             update={
+                "domain": (url.hostname or "").lower() or None,
+                "query": bool(url.query),
                 "tool": canonical.name,
                 "level": ptool.effective_level,
                 "paths": [await self._resolve(p) for p in canonical.paths(canonical_args) if p],

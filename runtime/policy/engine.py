@@ -61,6 +61,16 @@ class ResolvedPath(BaseModel):
 INLINE_CLASSIFY_CHARS = 4096
 
 
+def domain_allowed(host: str, allowed: list[str]) -> bool:
+    """Whether ``host`` is one of ``allowed`` or beneath one ("*.example.com" = "example.com")."""
+    host = host.lower().rstrip(".")
+    for entry in allowed:
+        domain = entry.lower().strip().rstrip(".").removeprefix("*.")
+        if domain and (host == domain or host.endswith("." + domain)):
+            return True
+    return False
+
+
 class CallRequest(BaseModel):
     """One tool call, as the policy sees it."""
 
@@ -79,8 +89,9 @@ class CallRequest(BaseModel):
     command: str | None = None
     # The shell's working directory in the container, to place relative write targets.
     cwd: str | None = None
-    # Host of a network call (web_fetch), for domain grants.
+    # Host a network call (web_fetch) sends its request to, and whether the URL has a query.
     domain: str | None = None
+    query: bool = False
     access: Access = "read"
     # Whether the kernel will confine the command to the level decided (Landlock). Without
     # it, the classifier's guess would be the only wall, so every command counts as dangerous.
@@ -226,6 +237,11 @@ class PolicyEngine:
                     call.reasons,
                     destructive=call.bash.destructive,
                 )
+
+        if req.domain is not None and not domain_allowed(req.domain, p.allowed_domains) and level < Level.DANGEROUS:
+            level = Level.DANGEROUS
+            sent = "its URL and query string" if req.query else "its URL"
+            call.reasons.append(f"sends {sent} to {req.domain}, which is not among the session's allowed domains")
 
         if req.access in ("write", "delete"):
             for _, resolved in call.paths:

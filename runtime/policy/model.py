@@ -96,6 +96,9 @@ class Policy(BaseModel):
     secret_exceptions: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_EXCEPTIONS))
     # Writes to these paths count as dangerous (they can make git run code).
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
+    # Hosts a tool may send requests to (web_fetch) without approval: "example.com" covers its
+    # subdomains too. Anything else leaves the host as data (the URL, its query) and is dangerous.
+    allowed_domains: list[str] = []
     # Per-tool overrides of the declared level (canonical names).
     tool_levels: dict[str, Level] = {}
     # Seconds an approval handler has to answer; no answer in time is a deny.

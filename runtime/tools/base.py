@@ -79,6 +79,8 @@ class Tool:
     # Which arguments name container paths, and which a shell command, for the policy.
     paths: Callable[[Any], list[str]] = field(default=lambda args: [])
     command: Callable[[Any], str | None] = field(default=lambda args: None)
+    # Which argument is a URL the host will request (data leaving), for the policy.
+    url: Callable[[Any], str | None] = field(default=lambda args: None)
     description: str = ""
 
 
@@ -96,6 +98,7 @@ def tool(
     guidelines: tuple[str, ...] = (),
     paths: Callable[[Any], list[str]] | None = None,
     command: Callable[[Any], str | None] | None = None,
+    url: Callable[[Any], str | None] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the canonical tool ``name``."""
 
@@ -113,6 +116,7 @@ def tool(
             guidelines=guidelines,
             paths=paths or (lambda args: []),
             command=command or (lambda args: None),
+            url=url or (lambda args: None),
         )
         return handler
 

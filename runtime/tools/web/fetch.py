@@ -55,6 +55,7 @@ def _fetch_failure(url: str, message: str, code: str = "fetch_refused") -> ToolE
     level=Level.CAUTIOUS,
     access="network",
     snippet="Fetch a public web page (fetched by the host) and return its main content as Markdown",
+    url=lambda a: a.url,
 )
 async def web_fetch(ctx: ToolContext, args: WebFetchInput) -> ToolResult:
     settings = web_settings(ctx)
