@@ -30,7 +30,8 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     memory: str = Field("2g", description="memory limit; swap is set equal, so no swap")
-    cpus: float = Field(2.0, gt=0)
+    # Half the host's cores (at least one): one busy session leaves the host responsive.
+    cpus: float = Field(default_factory=lambda: max(1.0, (os.cpu_count() or 2) / 2), gt=0)
     pids: int = Field(512, gt=0)
     nofile: int = Field(4096, gt=0)
     fsize_bytes: int = Field(8 * 1024**3, gt=0, description="largest file a process may write")

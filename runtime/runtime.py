@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -131,7 +131,7 @@ class Runtime:
             stream = await open_attach(
                 self.docker_host, self.client.api.api_version, created.id, timeout=self.config.start_timeout
             )
-            channel = Channel(stream, max_frame=cfg.max_frame, name=session_id)
+            channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(created.id))
             await anyio.to_thread.run_sync(containers.start_container, self.client, created.id)
             return await self._attach_session(
                 session_id, created.id, cfg, channel, policy, approval_handler, interaction_handler
@@ -161,7 +161,7 @@ class Runtime:
             stream = await open_attach(
                 self.docker_host, self.client.api.api_version, pooled.id, timeout=self.config.start_timeout
             )
-            channel = Channel(stream, max_frame=cfg.max_frame, name=pooled.session_id)
+            channel = Channel(stream, max_frame=cfg.max_frame, name=pooled.session_id, explain_death=self._death_cause(pooled.id))
             return await self._attach_session(
                 pooled.session_id, pooled.id, cfg, channel, policy, approval_handler, interaction_handler
             )
@@ -197,7 +197,7 @@ class Runtime:
         stream = await open_attach(
             self.docker_host, self.client.api.api_version, str(row["Id"]), timeout=self.config.start_timeout
         )
-        channel = Channel(stream, max_frame=cfg.max_frame, name=session_id)
+        channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(str(row["Id"])))
         return await self._attach_session(
             session_id, str(row["Id"]), cfg, channel, policy, approval_handler, interaction_handler
         )
@@ -250,6 +250,14 @@ class Runtime:
             raise
         finally:
             log.debug("first ping", session=session.id, seconds=round(time.monotonic() - started, 3))
+
+    def _death_cause(self, container_id: str) -> Callable[[], Awaitable[str | None]]:
+        async def ask() -> str | None:
+            if self._client is None:
+                return None
+            return await anyio.to_thread.run_sync(containers.death_cause, self._client, container_id)
+
+        return ask
 
     async def _remove_session(self, session: Session) -> None:
         self._sessions.pop(session.id, None)

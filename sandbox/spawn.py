@@ -91,10 +91,20 @@ def make_preexec(user: UserInfo, ruleset: int = -1) -> Callable[[], None]:
     setgroups, setgid, setuid = os.setgroups, os.setgid, os.setuid
 
     restrict = landlock.restrict_self
+    open_, write, close, wronly = os.open, os.write, os.close, os.O_WRONLY
 
     def preexec() -> None:
+        # The OOM killer's first choice is agent work, never the daemon (raising one's own
+        # score needs no privilege; before Landlock, which would refuse the write; the file
+        # may be missing in some sandboxes).
+        try:
+            fd = open_("/proc/self/oom_score_adj", wronly)
+            write(fd, b"1000")
+            close(fd)
+        except OSError:
+            pass
         if ruleset >= 0:
-            restrict(ruleset)  # first: nothing below runs unconfined
+            restrict(ruleset)  # before the rest: none of it runs unconfined
         if prctl_ is not None:
             prctl_(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if change_ids:

@@ -1,5 +1,16 @@
 """Output buffers: what the daemon keeps of one stdout or stderr pipe."""
 
+import os
+
+# All output kept by ring streams (background tasks) at once: past it, the stream being fed
+# keeps only its newest bytes, so many noisy tasks cannot push the daemon out of memory.
+# The host sets it to a share of the container's memory limit.
+RING_BUDGET = int(os.environ.get("CAISSON_OUTPUT_BUDGET", 256 * 1024 * 1024))
+# What a stream keeps whatever the budget.
+RING_FLOOR = 64 * 1024
+_ring_kept = [0]  # fed by the I/O loop only
+
+
 class Stream:
     """Output of one pipe. ``ring``: keep the newest ``cap`` bytes; else keep the first ``cap``.
 
@@ -20,10 +31,16 @@ class Stream:
         self.total += len(data)
         if self.ring:
             self.buf += data
-            excess = len(self.buf) - self.cap
+            _ring_kept[0] += len(data)
+            limit = self.cap
+            over = _ring_kept[0] - RING_BUDGET
+            if over > 0:
+                limit = min(limit, max(RING_FLOOR, len(self.buf) - over))
+            excess = len(self.buf) - limit
             if excess > 0:
                 del self.buf[:excess]  # cheap: bytearray deletes at the front in O(1)
                 self.start += excess
+                _ring_kept[0] -= excess
         else:
             room = self.cap - len(self.buf)
             if room > 0:

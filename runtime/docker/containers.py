@@ -97,6 +97,8 @@ def _create_container(
         # The daemon enforces the TTL itself, so a container outlives no one's deadline
         # even when every controller and reaper is gone.
         "CAISSON_EXPIRES": expires,
+        # Background tasks' kept output may use a quarter of the memory, so it never starves the rest.
+        "CAISSON_OUTPUT_BUDGET": str(memory // 4),
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **config.env,
     }
@@ -174,6 +176,25 @@ def remove_container(client: docker.DockerClient, container_id: str) -> None:
         # auto_remove may already be removing it.
         if "removal of container" not in str(exc) and "is already in progress" not in str(exc):
             raise
+
+
+def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.0) -> str | None:
+    """Why a container's daemon died, as far as the engine knows (polled briefly: the engine
+    records the container's end a moment after its stream closes)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            state = client.api.inspect_container(container_id).get("State", {})
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return None  # already removed (auto_remove): nothing more to learn
+        if state.get("OOMKilled"):
+            return (
+                "the container ran out of memory and the kernel killed the daemon; "
+                "give the session more memory (limits.memory) or run less at once"
+            )
+        if not state.get("Running") or time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
 
 
 def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ future call with a clear error; it never hangs a caller past its deadline.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,8 +52,17 @@ class _Pending:
 
 
 class Channel:
-    def __init__(self, transport: ByteTransport, *, max_frame: int, name: str = "") -> None:
+    def __init__(
+        self,
+        transport: ByteTransport,
+        *,
+        max_frame: int,
+        name: str = "",
+        explain_death: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
         self._transport = transport
+        # Asked why the stream ended (the engine knows, e.g. "out of memory"); None: no idea.
+        self._explain_death = explain_death
         self._decoder = FrameDecoder(max_frame=max_frame)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
@@ -92,9 +101,11 @@ class Channel:
                 ))
                 return
         if not chunk:
+            cause = await self._explain_death() if self._explain_death is not None else None
             tail = self._transport.stderr_tail.strip()
-            detail = f"; its last words on stderr: {tail[-500:]}" if tail else ""
-            self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone (its stream ended){detail}"))
+            detail = f": {cause}" if cause else " (its stream ended)"
+            detail += f"; its last words on stderr: {tail[-500:]}" if tail else ""
+            self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone{detail}"))
             return
         try:
             frames = self._decoder.feed(chunk)
