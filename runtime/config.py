@@ -35,6 +35,9 @@ class Limits(BaseModel):
     pids: int = Field(512, gt=0)
     nofile: int = Field(4096, gt=0)
     fsize_bytes: int = Field(8 * 1024**3, gt=0, description="largest file a process may write")
+    disk: str | None = Field(
+        "10g", description="the container's writable layer (workspace, /tmp, installs); needs an XFS data-root"
+    )
 
 
 class SessionConfig(BaseModel):
@@ -61,6 +64,9 @@ class SessionConfig(BaseModel):
     call_timeout: float = Field(30.0, gt=0, description="deadline of a primitive call without its own timeout")
     max_frame: int = Field(32 * 1024 * 1024, gt=1024, description="largest reply frame accepted")
     stateless_bash: bool = Field(False, description="every bash call starts from the root dir and env")
+    strict_quotas: bool = Field(
+        False, description="refuse to start when the engine cannot enforce limits.disk (default: warn once)"
+    )
 
 
 class PoolConfig(BaseModel):

@@ -16,6 +16,22 @@ if [ ! -f "$stamp" ]; then
 fi
 
 docker_ok() { timeout 5 docker info >/dev/null 2>&1; }
+
+DATA_ROOT=/var/lib/caisson-docker
+XFS_IMAGE=/var/lib/caisson-docker.xfs
+xfs_data_root() {
+  if ! command -v mkfs.xfs >/dev/null 2>&1; then
+    log "installing xfsprogs (XFS data-root for disk quotas)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs >/dev/null || return 1
+  fi
+  mkdir -p "$DATA_ROOT"
+  mountpoint -q "$DATA_ROOT" && return 0
+  if [ ! -f "$XFS_IMAGE" ]; then
+    truncate -s 64G "$XFS_IMAGE" && mkfs.xfs -q "$XFS_IMAGE" || { rm -f "$XFS_IMAGE"; return 1; }
+  fi
+  # A kernel built without XFS quota support refuses pquota: then no data-root of our own.
+  mount -o loop,pquota "$XFS_IMAGE" "$DATA_ROOT" 2>/dev/null || { rm -f "$XFS_IMAGE"; rmdir "$DATA_ROOT"; return 1; }
+}
 if ! docker_ok; then
   if ! command -v dockerd >/dev/null 2>&1; then
     log "installing Debian's docker.io"
@@ -28,10 +44,18 @@ if ! docker_ok; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null || log "runsc unavailable; gVisor sessions will fail"
   fi
   if ! docker_ok; then
+    # Per-session disk quotas need overlay2 on XFS mounted with project quotas: the engine
+    # started here keeps its data on an XFS file system in a sparse loop file.
+    data_root_flag=()
+    if xfs_data_root; then
+      data_root_flag=(--data-root "$DATA_ROOT")
+    else
+      log "no XFS data-root with project quotas here (no loop device, no xfsprogs, or a kernel without XFS quota): sessions get no hard disk quota; caisson doctor says more"
+    fi
     log "starting dockerd in the background (log: /var/log/caisson-dockerd.log)"
     # images/dockerd.json: no iptables (sandboxes use network none; nested machines may lack
     # it) and gVisor registered as the runtime "runsc".
-    nohup dockerd --config-file "$PWD/images/dockerd.json" >/var/log/caisson-dockerd.log 2>&1 &
+    nohup dockerd --config-file "$PWD/images/dockerd.json" "${data_root_flag[@]}" >/var/log/caisson-dockerd.log 2>&1 &
     for _ in $(seq 1 60); do docker_ok && break; sleep 0.5; done
     docker_ok || { log "dockerd did not come up; see /var/log/caisson-dockerd.log"; exit 1; }
   fi

@@ -125,3 +125,13 @@ def test_audit_output_cannot_drive_the_terminal(tmp_path: Path) -> None:
     unsafe = [c for c in audit.stdout if c in "\u202e\x1b\x07\u2028"]
     assert unsafe == [] and "\\u202e" in audit.stdout
     assert "\u202etxt.exe" in json.loads(audit.stdout.splitlines()[-1])["preview"]
+
+
+def test_doctor_reports_every_check(tmp_path: Path) -> None:
+    proc = caisson("doctor", state=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = {line.split(":")[0].split()[-1]: line.split()[0] for line in proc.stdout.splitlines() if not line.startswith(" ")}
+    assert set(lines) == {"engine", "gvisor", "quota", "image", "landlock"}
+    assert lines["engine"] == lines["image"] == "ok"
+    # Whatever is not ok comes with what to do about it.
+    assert proc.stdout.count("fix:") == sum(1 for status in lines.values() if status != "ok")

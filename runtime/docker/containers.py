@@ -21,6 +21,9 @@ import requests
 from runtime.config import DAEMON_CAPABILITIES, SessionConfig
 from runtime.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from runtime.errors import DockerUnavailable, ImageError, SessionError
+from runtime.logs import get_logger
+
+log = get_logger("caisson.containers")
 
 LABEL_SESSION = "caisson.session"
 LABEL_OWNER = "caisson.owner"
@@ -73,6 +76,33 @@ def _parse_bytes(size: str) -> int:
     return int(size)
 
 
+# Engines (by address) found able or unable to bound a container's disk.
+_QUOTAS: dict[str, bool] = {}
+
+
+def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
+    """Whether the engine can enforce a per-container disk size (overlay2 on XFS with pquota).
+    Without it: an error when ``strict``, else one warning per engine and no quota."""
+    url = str(client.api.base_url)
+    if url not in _QUOTAS:
+        with engine_errors("asking the engine about its storage"):
+            info = client.info()
+        backing = dict(info.get("DriverStatus") or [])
+        _QUOTAS[url] = info.get("Driver") == "overlay2" and backing.get("Backing Filesystem") == "xfs"
+        if not _QUOTAS[url]:
+            log.warning(
+                "the engine cannot bound a session's disk: one session can fill it",
+                driver=info.get("Driver"), filesystem=backing.get("Backing Filesystem"),
+                fix="run dockerd with a data-root on XFS mounted with pquota (scripts/setup.sh does); see caisson doctor",
+            )
+    if not _QUOTAS[url] and strict:
+        raise SessionError(
+            "strict_quotas: this engine cannot bound a session's disk (it needs overlay2 on an XFS data-root "
+            "mounted with pquota; `caisson doctor` says how)"
+        )
+    return _QUOTAS[url]
+
+
 def create_container(
     client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
 ) -> CreatedContainer:
@@ -105,6 +135,8 @@ def _create_container(
     kwargs: dict[str, object] = {}
     if config.gvisor:
         kwargs["runtime"] = "runsc"
+    if config.limits.disk and disk_quotas(client, strict=config.strict_quotas):
+        kwargs["storage_opt"] = {"size": config.limits.disk}
     try:
         container = client.api.create_container(
             image=image,

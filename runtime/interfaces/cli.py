@@ -110,6 +110,18 @@ def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     return run()
 
 
+def cmd_doctor(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.interfaces.doctor import report, run_doctor
+
+    async def run() -> None:
+        text, code = report(await run_doctor())
+        _out(text)
+        if code:
+            raise SystemExit(code)
+
+    return run()
+
+
 def cmd_audit(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from runtime.interfaces.audit_query import show_audit
 
@@ -136,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     image.set_defaults(fn=cmd_image)
 
     sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed").set_defaults(fn=cmd_gc)
+    sub.add_parser(
+        "doctor", help="check the engine, image, gVisor, Landlock and disk quotas, and say what to fix"
+    ).set_defaults(fn=cmd_doctor)
 
     bench = sub.add_parser("bench", help="measure latencies (JSON, p50/p95) against docker exec")
     bench.add_argument("--iterations", type=int, default=200)

@@ -1,0 +1,93 @@
+"""`caisson doctor`: what this host can give sessions, and what to do about what it cannot.
+
+Each check prints one line: ``ok``, ``warn`` (sessions work, with less protection) or
+``fail`` (sessions cannot start), and for anything not ok, what to run or change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+import docker
+
+from runtime.config import RuntimeConfig, SessionConfig
+from runtime.docker import containers
+from runtime.docker.images import image_tag
+from runtime.errors import CaissonError
+from runtime.runtime import Runtime
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4}  {self.name}: {self.detail}"
+        return text + (f"\n      fix: {self.fix}" if self.fix and self.status != "ok" else "")
+
+
+def _engine(client: docker.DockerClient) -> tuple[Check, Check, Check]:
+    info = client.info()
+    engine = Check("engine", "ok", f"Docker {info.get('ServerVersion', '?')}, {info.get('Driver', '?')} storage")
+    runtimes = info.get("Runtimes") or {}
+    gvisor = (
+        Check("gvisor", "ok", "runsc is registered: gvisor=True sessions work")
+        if "runsc" in runtimes
+        else Check("gvisor", "warn", "no runsc runtime: gvisor=True sessions fail",
+                   "install Debian's runsc and register it (scripts/setup.sh does both)")
+    )
+    backing = dict(info.get("DriverStatus") or [])
+    fs = backing.get("Backing Filesystem", "?")
+    quota = (
+        Check("disk quota", "ok", f"overlay2 on {fs}: per-session disk limits can be enforced")
+        if info.get("Driver") == "overlay2" and fs == "xfs"
+        else Check("disk quota", "warn", f"{info.get('Driver')} on {fs}: one session can fill the engine's disk",
+                   "give dockerd a data-root on XFS mounted with pquota (scripts/setup.sh does, for its own dockerd)")
+    )
+    return engine, gvisor, quota
+
+
+async def run_doctor() -> list[Check]:
+    checks: list[Check] = []
+    try:
+        client = await anyio.to_thread.run_sync(containers.connect, None)
+    except CaissonError as exc:
+        return [Check("engine", "fail", str(exc), "run scripts/setup.sh, or start dockerd, or set DOCKER_HOST")]
+    try:
+        checks.extend(await anyio.to_thread.run_sync(_engine, client))
+        tag = image_tag()
+        present = await anyio.to_thread.run_sync(lambda: bool(client.images.list(name=tag)))
+        checks.append(
+            Check("image", "ok", f"{tag} is built")
+            if present
+            else Check("image", "fail", f"{tag} is missing", "caisson image build")
+        )
+    finally:
+        client.close()
+    if present:
+        checks.append(await _landlock())
+    return checks
+
+
+async def _landlock() -> Check:
+    try:
+        async with Runtime(RuntimeConfig(gc_on_start=False)) as rt, rt.session(SessionConfig(idle_timeout=60)) as s:
+            abi = (await s.ping()).landlock
+    except CaissonError as exc:
+        return Check("landlock", "fail", f"could not start a session to ask: {exc}", "see the checks above")
+    if abi > 0:
+        return Check("landlock", "ok", f"ABI {abi} in containers: commands are confined to the level approved")
+    return Check("landlock", "warn", "no Landlock in containers: every bash call counts as dangerous",
+                 "use a kernel with Landlock (5.13 or later, enabled in the LSM list)")
+
+
+def report(checks: list[Check]) -> tuple[str, int]:
+    """The lines to print and the exit code (1 when anything failed)."""
+    return "\n".join(c.line() for c in checks), int(any(c.status == "fail" for c in checks))

@@ -1,0 +1,59 @@
+"""Disk limits: where the engine can bound a container's disk (overlay2 on an XFS data-root
+with project quotas), writes stop at limits.disk and other sessions keep working; where it
+cannot, ``strict_quotas`` refuses to start a session and the default starts it with a warning.
+Each run exercises the branch its engine offers and prints which one it was."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from runtime import Runtime
+from runtime.config import Limits
+from runtime.docker import containers
+from runtime.errors import SessionError
+
+pytestmark = pytest.mark.anyio
+
+QUOTA_MB = 300
+
+
+def free_mb(path: str) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**20
+
+
+async def test_disk_limits(rt: Runtime) -> None:
+    if containers.disk_quotas(rt.client, strict=False):
+        await _writes_stop_at_the_quota(rt)
+    else:
+        await _unbounded_engine_is_refused_when_strict(rt)
+
+
+async def _unbounded_engine_is_refused_when_strict(rt: Runtime) -> None:
+    print("this engine cannot bound a container's disk (no XFS data-root with pquota): strict mode refuses")
+    with pytest.raises(SessionError) as refused:
+        async with rt.session(strict_quotas=True):
+            pass
+    assert "strict_quotas" in str(refused.value) and "caisson doctor" in str(refused.value)
+    async with rt.session() as s:
+        assert (await s.exec("echo started")).stdout == "started\n"
+
+
+async def _writes_stop_at_the_quota(rt: Runtime) -> None:
+    data_root = rt.client.info()["DockerRootDir"]
+    async with rt.session(limits=Limits(disk=f"{QUOTA_MB}m"), strict_quotas=True) as s, rt.session() as other:
+        before = free_mb(data_root)
+        sizes, dropped, message = [], 0.0, ""
+        for where in ("/workspace", "/tmp"):
+            r = await s.call("bash", {"command": f"dd if=/dev/zero of={where}/fill bs=1M count={QUOTA_MB * 3} 2>&1; sync"})
+            message = r.text
+            sizes.append(int((await s.exec(["stat", "-c", "%s", f"{where}/fill"])).stdout) / 2**20)
+            dropped = max(dropped, before - free_mb(data_root))
+            await s.exec(["rm", "-f", f"{where}/fill"])
+        print(f"quota {QUOTA_MB} MB: writes stopped at {sizes} MB; host free space dropped by at most {dropped:.0f} MB")
+        assert "No space left" in message or "quota" in message.lower()
+        assert all(QUOTA_MB * 0.9 <= size <= QUOTA_MB * 1.05 for size in sizes)
+        assert dropped <= QUOTA_MB * 1.05
+        assert (await other.call("write_file", {"path": "/workspace/ok.txt", "content": "fine"})).ok
