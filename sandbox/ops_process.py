@@ -7,6 +7,7 @@ import signal
 import time
 from typing import Any, Callable, Dict
 
+from . import cancel
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
 from .limits import MAX_BLOB
 from .process import Proc
@@ -27,6 +28,7 @@ def op_exec(args: Dict[str, Any], blob: bytes) -> Reply:
     timeout = get_seconds(args, "timeout")
     proc = Proc(spec, Stream(out_max, ring=False), Stream(err_max, ring=False))
     table().start(proc, stdin_pipe=bool(blob), timeout=timeout)
+    cancel.track(proc)
     if blob:
         with contextlib.suppress(DaemonError):  # the command did not read all of its stdin: its business
             proc.write_stdin(blob, close=True)

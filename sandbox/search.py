@@ -33,6 +33,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import cancel
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
 from .fsaccess import fs_access, request_user
 from .fscommon import abspath
@@ -208,6 +209,7 @@ def _spawn(
     spec = Spec(argv, None, "rg (search)", "/proc/self/fd/%d" % root_fd, env, user)
     proc = Proc(spec, Stream(MAX_RG_OUTPUT, ring=False), Stream(64 * 1024, ring=False))
     table().start(proc, stdin_pipe=False, timeout=timeout)
+    cancel.track(proc)
     with proc.cond:
         while not proc.finished:
             proc.cond.wait()
@@ -519,6 +521,7 @@ def _isolated(args: Dict[str, Any], blob: bytes, timeout: Optional[float]) -> Re
     spec = Spec([sys.executable, "-m", "sandbox.search_child"], None, "grep (python engine)", "/", env, root)
     proc = Proc(spec, Stream(MAX_CHILD_REPLY, ring=False), Stream(64 * 1024, ring=False))
     table().start(proc, stdin_pipe=True, timeout=timeout or DEFAULT_CHILD_TIMEOUT)
+    cancel.track(proc)
     proc.write_stdin(json.dumps(args).encode() + b"\n" + blob, close=True)
     with proc.cond:
         while not proc.finished:

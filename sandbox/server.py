@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import __version__, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
+from . import __version__, cancel, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
 from .syscalls import set_subreaper
@@ -32,7 +32,7 @@ Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
 def build_ops() -> Dict[str, Handler]:
     """Merge the op tables of all op modules; adding an op is one line in its module."""
     ops: Dict[str, Handler] = {}
-    for module in (ops_info, ops_files, ops_write, ops_process, search):
+    for module in (ops_info, ops_files, ops_write, ops_process, search, cancel):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)
@@ -200,9 +200,11 @@ class Server:
                 shutdown(1)
 
     def handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
+        cancel.begin(req_id)
         try:
             self._handle(req_id, op, args, blob)
         finally:
+            cancel.end()
             self.watchdog.end()
 
     def _handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:

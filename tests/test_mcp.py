@@ -183,9 +183,13 @@ def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: doc
         assert mcp.receive()["id"] == pinged
         mcp.send("notifications/cancelled", {"requestId": stuck, "reason": "test"}, notify=True)
         assert mcp.reply(slow)["result"]["content"][0]["text"].strip() == "slow"
+        # ... and the cancelled command was killed, not left to run to its timeout.
+        sid = new_session(docker_client, before)
+        [container] = docker_client.containers.list(filters={"label": f"{LABEL}={sid}"})
+        time.sleep(0.5)
+        assert container.exec_run(["pgrep", "-x", "sleep"]).output.strip() == b""
 
         # A session whose container died is replaced on the next call, and the agent is told.
-        sid = new_session(docker_client, before)
         for container in docker_client.containers.list(filters={"label": f"{LABEL}={sid}"}):
             container.kill()
         time.sleep(0.5)

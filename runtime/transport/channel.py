@@ -13,6 +13,7 @@ future call with a clear error; it never hangs a caller past its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ EventHandler = Callable[[str, dict[str, Any], bytes], None]
 
 # How long the rest of a started frame may take to arrive.
 PARTIAL_FRAME_DEADLINE = 1.5
+# How long a cancelled call may spend telling the daemon to stop its work.
+CANCEL_SEND_DEADLINE = 1.0
 
 
 class ByteTransport(Protocol):
@@ -168,10 +171,12 @@ class Channel:
         call_id = next(self._ids)
         pending = _Pending(on_event=on_event)
         self._pending[call_id] = pending
+        sent = False
         try:
             with anyio.move_on_after(timeout) as scope:
                 try:
                     await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
+                    sent = True
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     self._fail(DaemonDied(f"cannot write to the daemon of session {self.name}: {exc}"))
                 await self._wait(pending)
@@ -179,10 +184,25 @@ class Channel:
                 raise CallTimeout(f"{op} on session {self.name} got no reply within {timeout:g} s")
         finally:
             del self._pending[call_id]
+            if sent and pending.header is None and self._failure is None:
+                # The caller gave up (cancelled, or out of time): the work stops too.
+                await self._cancel(call_id)
         if pending.header is None:
             assert self._failure is not None
             raise self._failure
         return self._unpack(op, pending.header, pending.blob)
+
+    async def _cancel(self, call_id: int) -> None:
+        """Ask the daemon to kill what request ``call_id`` started; its answer is not awaited
+        (it arrives for an id nobody waits on and is dropped)."""
+        frame = encode_frame({"id": next(self._ids), "op": "cancel", "args": {"request": call_id}})
+        # A stream that is gone took the work with it: nothing to report then.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(CANCEL_SEND_DEADLINE),
+            contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError),
+        ):
+            await self._transport.send(frame)
 
     def _unpack(self, op: str, header: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
         ok = header.get("ok")
