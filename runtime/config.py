@@ -52,6 +52,9 @@ class SessionConfig(BaseModel):
     idle_timeout: float | None = Field(
         900.0, description="seconds without a call after which the session closes itself"
     )
+    grace: float | None = Field(
+        60.0, description="seconds a session outlives its controller (a re-attach within them keeps it); None: until TTL"
+    )
     network: bool = Field(False, description="allow egress; default network none")
     gvisor: bool = Field(False, description="run under gVisor (runsc)")
     workdir: str = "/workspace"

@@ -16,6 +16,7 @@ from runtime.client.models import DaemonInfo
 from runtime.client.primitives import new_session_id
 from runtime.config import RuntimeConfig, SessionConfig
 from runtime.docker import containers, reaper
+from runtime.docker.lease import LeaseKeeper
 from runtime.docker.pool import WarmPool
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
 from runtime.logs import get_logger
@@ -41,6 +42,7 @@ class Runtime:
         self._audit: AuditLog | None = None
         self._state = Path(self.config.state_dir)
         self._pool: WarmPool | None = None
+        self._leases: LeaseKeeper | None = None
 
     @property
     def client(self) -> docker.DockerClient:
@@ -67,10 +69,25 @@ class Runtime:
         if self.config.pool is not None:
             self._pool = WarmPool(self.client, self.config.owner, self.config.pool.session, self.config.pool.size)
             self._pool.start()
+        self._leases = LeaseKeeper(self.client, self._leased)
+        self._leases.start()
         return self
+
+    def _leased(self) -> dict[str, tuple[float, bool]]:
+        """The containers this controller keeps alive: grace period, and whether under gVisor."""
+        leased = {
+            s.container_id: (s.config.grace, s.config.gvisor) for s in list(self._sessions.values()) if s.config.grace
+        }
+        pool = self._pool
+        if pool is not None and pool.config.grace:
+            leased.update(dict.fromkeys(pool.container_ids(), (pool.config.grace, pool.config.gvisor)))
+        return leased
 
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
+            if self._leases is not None:
+                await anyio.to_thread.run_sync(self._leases.stop)
+                self._leases = None
             if self._pool is not None:
                 await anyio.to_thread.run_sync(self._pool.close)
                 self._pool = None

@@ -110,9 +110,16 @@ class Watchdog:
     Idle means no request received or in flight; background tasks do not count.
     """
 
-    def __init__(self, expires: Optional[float], idle_timeout: Optional[float]) -> None:
+    def __init__(
+        self, expires: Optional[float], idle_timeout: Optional[float], grace: Optional[float] = None, lease: str = ""
+    ) -> None:
         self.expires = expires
         self.idle_timeout = idle_timeout
+        # A controller renews the lease file (or sends requests) while it lives; ``grace``
+        # seconds after the last sign of one, nobody is coming back and the session ends.
+        self.grace = grace
+        self.lease = lease
+        self.last_seen = time.time()
         self.last_activity = time.monotonic()
         self._inflight = 0
         self._lock = threading.Lock()
@@ -121,14 +128,23 @@ class Watchdog:
         with self._lock:
             self._inflight += 1
             self.last_activity = time.monotonic()
+            self.last_seen = time.time()
 
     def end(self) -> None:
         with self._lock:
             self._inflight -= 1
             self.last_activity = time.monotonic()
 
+    def _controller_seen(self) -> float:
+        try:
+            renewed = os.stat(self.lease).st_mtime if self.lease else 0.0
+        except OSError:
+            renewed = 0.0
+        with self._lock:
+            return max(self.last_seen, renewed)
+
     def start(self) -> None:
-        if self.expires is not None or self.idle_timeout is not None:
+        if self.expires is not None or self.idle_timeout is not None or self.grace is not None:
             threading.Thread(target=self._run, name="caisson-watchdog", daemon=True).start()
 
     def _run(self) -> None:
@@ -147,6 +163,12 @@ class Watchdog:
                     log.info("idle for %.1f s; exiting", idle_for)
                     shutdown(0)
                 wait = min(wait, self.idle_timeout - idle_for)
+            if self.grace is not None:
+                gone_for = now_wall - self._controller_seen()
+                if gone_for >= self.grace:
+                    log.info("no controller for %.1f s; exiting", gone_for)
+                    shutdown(0)
+                wait = min(wait, 1.0)
             time.sleep(max(wait, 0.05))  # a timer thread, off every request's path
 
 
@@ -335,7 +357,12 @@ def main() -> int:
         spawn.config.workspace,
         len(ops),
     )
-    watchdog = Watchdog(_env_float("CAISSON_EXPIRES"), _env_float("CAISSON_IDLE_TIMEOUT"))
+    watchdog = Watchdog(
+        _env_float("CAISSON_EXPIRES"),
+        _env_float("CAISSON_IDLE_TIMEOUT"),
+        _env_float("CAISSON_GRACE"),
+        os.environ.get("CAISSON_LEASE", ""),
+    )
     watchdog.start()
     code = Server(in_fd, out_fd, ops, watchdog).serve()
     shutdown(code)

@@ -6,7 +6,10 @@ docker-py is blocking; callers run these functions in worker threads. The hot pa
 
 from __future__ import annotations
 
+import io
 import os
+import posixpath
+import tarfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,11 +28,16 @@ from runtime.logs import get_logger
 
 log = get_logger("caisson.containers")
 
+# Renewed by the controller while it lives; the daemon ends the session a grace after.
+LEASE_PATH = f"{DAEMON_PARENT}/lease"
+
 LABEL_SESSION = "caisson.session"
 LABEL_OWNER = "caisson.owner"
 LABEL_TENANT = "caisson.tenant"
 LABEL_EXPIRES = "caisson.expires"
 LABEL_PROFILE = "caisson.profile"
+# Set when the daemon ends the session a grace after its controller: the reaper leaves it be.
+LABEL_GRACE = "caisson.grace"
 
 
 def docker_host_url() -> str:
@@ -130,6 +138,7 @@ def _create_container(
         # Background tasks' kept output may use a quarter of the memory, so it never starves the rest.
         "CAISSON_OUTPUT_BUDGET": str(memory // 4),
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
+        **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
         **config.env,
     }
     kwargs: dict[str, object] = {}
@@ -155,6 +164,7 @@ def _create_container(
                 LABEL_TENANT: config.tenant,
                 LABEL_EXPIRES: expires,
                 LABEL_PROFILE: config.profile,
+                **({LABEL_GRACE: f"{config.grace:g}"} if config.grace else {}),
             },
             host_config=client.api.create_host_config(
                 init=True,
@@ -227,6 +237,30 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
         if not state.get("Running") or time.monotonic() > deadline:
             return None
         time.sleep(0.1)
+
+
+def renew_lease(client: docker.DockerClient, container_id: str, *, gvisor: bool = False) -> bool:
+    """Tell a session's daemon its controller lives (a file only root in the container can
+    write, dated now); False when the container is gone. gVisor does not see files the engine
+    copies into a running container, so there the file is touched from inside."""
+    if gvisor:
+        try:
+            with engine_errors("renewing a session's lease"):
+                exec_id = client.api.exec_create(container_id, ["touch", LEASE_PATH], user="0")["Id"]
+                client.api.exec_start(exec_id)
+            return True
+        except docker.errors.APIError:
+            return False
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo(posixpath.basename(LEASE_PATH))
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(b""))
+    try:
+        with engine_errors("renewing a session's lease"):
+            return bool(client.api.put_archive(container_id, posixpath.dirname(LEASE_PATH), data.getvalue()))
+    except docker.errors.APIError:
+        return False
 
 
 def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ log = get_logger("caisson.pool")
 
 # What a container is made of; anything else in SessionConfig lives on the host.
 SHAPE_FIELDS = frozenset(
-    {"image", "ttl", "idle_timeout", "network", "gvisor", "workdir", "agent_user", "env", "mounts", "limits"}
+    {"image", "ttl", "idle_timeout", "grace", "network", "gvisor", "workdir", "agent_user", "env", "mounts", "limits"}
 )
 # Containers created at once while filling: enough to refill a burst, few enough for the engine.
 FILL_WORKERS = 4
@@ -73,6 +73,10 @@ class WarmPool:
     def session_ids(self) -> frozenset[str]:
         with self._lock:
             return frozenset(c.session_id for c in self._ready)
+
+    def container_ids(self) -> list[str]:
+        with self._lock:
+            return [c.id for c in self._ready]
 
     def wait_full(self, timeout: float) -> bool:
         """Block until the pool holds ``size`` containers (for set-up and benchmarks)."""

@@ -1,4 +1,6 @@
-"""The reaper: removes every caisson container whose owner is gone or whose TTL passed."""
+"""The reaper: removes caisson containers whose TTL passed, that stopped, or whose owner is
+provably gone and that would not end by themselves (a session with a grace period ends a
+grace after its controller, and may meanwhile be re-attached: the reaper leaves it alone)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pydantic import BaseModel
 from runtime.config import process_start_ticks
 from runtime.docker.containers import (
     LABEL_EXPIRES,
+    LABEL_GRACE,
     LABEL_OWNER,
     LABEL_SESSION,
     list_session_containers,
@@ -47,15 +50,18 @@ def reason_to_reap(labels: dict[str, str], state: str, created: float, now: floa
         expires = 0.0
     if expires < now:
         return "ttl expired"
-    if not owner_alive(labels.get(LABEL_OWNER, "")):
+    if not owner_alive(labels.get(LABEL_OWNER, "")) and not labels.get(LABEL_GRACE):
         return "owner process is gone"
     if state in ("exited", "dead") or (state == "created" and now - created > CREATED_GRACE):
         return f"container is {state}"
     return None
 
 
-def collect(client: docker.DockerClient, *, spare: frozenset[str] = frozenset()) -> list[Reaped]:
-    """Remove condemned containers; ``spare`` names sessions still being set up."""
+def collect(
+    client: docker.DockerClient, *, spare: frozenset[str] = frozenset(), all_owners: bool = False
+) -> list[Reaped]:
+    """Remove condemned containers; ``spare`` names sessions still being set up (or in use).
+    ``all_owners`` removes every caisson container not spared, whoever owns it."""
     now = time.time()
     reaped = []
     for row in list_session_containers(client):
@@ -63,7 +69,9 @@ def collect(client: docker.DockerClient, *, spare: frozenset[str] = frozenset())
         session = labels.get(LABEL_SESSION, "")
         if session in spare:
             continue
-        reason = reason_to_reap(labels, str(row.get("State", "")), float(row.get("Created", now)), now)
+        reason = "all owners asked for" if all_owners else reason_to_reap(
+            labels, str(row.get("State", "")), float(row.get("Created", now)), now
+        )
         if reason is None:
             continue
         remove_container(client, str(row["Id"]))

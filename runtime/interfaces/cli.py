@@ -50,7 +50,7 @@ def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
     async def run() -> None:
         client = await anyio.to_thread.run_sync(containers.connect, None)
-        reaped = await anyio.to_thread.run_sync(reaper.collect, client)
+        reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(client, all_owners=args.all_owners))
         _json([r.model_dump() for r in reaped])
 
     return run()
@@ -147,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     image_sub.add_parser("prune", help="remove caisson images other than the current one that no container uses")
     image.set_defaults(fn=cmd_image)
 
-    sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed").set_defaults(fn=cmd_gc)
+    gc = sub.add_parser("gc", help="remove containers whose owner is gone or whose TTL passed")
+    gc.add_argument("--all-owners", action="store_true", help="remove every caisson container, live owners' too")
+    gc.set_defaults(fn=cmd_gc)
     sub.add_parser(
         "doctor", help="check the engine, image, gVisor, Landlock and disk quotas, and say what to fix"
     ).set_defaults(fn=cmd_doctor)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -51,7 +52,7 @@ CONTROLLER = textwrap.dedent(
     logs.configure()  # logs to stderr; stdout carries only the container id
     async def main():
         async with Runtime() as rt:
-            s = await rt.open_session()
+            s = await rt.open_session(grace=None)  # never ends by itself: only gc can remove it
             print(s.container_id, flush=True)
             await anyio.sleep(600)
     anyio.run(main)
@@ -73,6 +74,21 @@ async def test_sigkilled_controller_leaves_nothing_after_gc(rt: Runtime, tmp_pat
     reaped = await rt.gc()
     assert any(cid.startswith(r.container) for r in reaped)
     assert not _exists(rt, cid)
+
+
+async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(rt: Runtime) -> None:
+    from runtime.docker import reaper
+
+    s = await rt.open_session()  # a grace period: its daemon ends it when its controller is gone
+    labels = rt.client.api.inspect_container(s.container_id)["Config"]["Labels"]
+    # An owner on this host whose process is gone.
+    dead_owner = {**labels, "caisson.owner": f"{socket.gethostname()}:999999:1"}
+    assert reaper.reason_to_reap(dead_owner, "running", 0.0, 1.0) is None
+    assert reaper.reason_to_reap({**dead_owner, "caisson.grace": ""}, "running", 0.0, 1.0) == "owner process is gone"
+    reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(rt.client, all_owners=True))
+    assert any(s.container_id.startswith(r.container) for r in reaped)
+    assert not _exists(rt, s.container_id)
+    await s.close()
 
 
 async def test_next_runtime_reaps_expired_sessions(rt: Runtime, tmp_path: object) -> None:
