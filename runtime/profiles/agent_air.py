@@ -247,7 +247,9 @@ def build() -> Profile:
         snippet="List a directory (long format, hidden files, glob filter, sorting)")
     add("glob", "glob", GlobArgs,
         to_canonical=lambda a, s: canonical_args(
+            # Seed 000's glob skips hidden files and links; it never mentions .gitignore.
             "glob", pattern=a.pattern, path=a.path, limit=a.limit, include_hidden=a.include_hidden,
+            respect_gitignore=False,
         ),
         snippet="Find files by glob pattern; newest first")
     add("grep", "grep", GrepArgs, to_canonical=_grep,

@@ -62,16 +62,18 @@ def render_todos(todos: list[TodoItem]) -> str:
     TodoWriteInput,
     level=Level.SAFE,
     access="none",
-    snippet="Plan and track work: pass the complete todo list every call (at most one in_progress)",
+    snippet="Plan and track work: pass the complete todo list every call (one item in_progress at a time)",
     guidelines=("Update the todo list as you work: mark one item in_progress at a time, completed when done.",),
 )
 async def todo_write(ctx: ToolContext, args: TodoWriteInput) -> ToolResult:
+    # Seed 002: "Exactly one in_progress at a time. Enforced socially by the prompt": the list
+    # is kept as given, and the agent is told it drifted.
     active = [t.content for t in args.todos if t.status == "in_progress"]
-    if len(active) > 1:
-        raise ToolError(
-            "multiple_in_progress",
-            f"At most one todo may be in_progress at a time; got {len(active)}: " + "; ".join(active),
-        )
+    warning = (
+        f"Warning: {len(active)} todos are in_progress ({'; '.join(active)}); keep exactly one in_progress at a time."
+        if len(active) > 1
+        else None
+    )
     store: dict[str, list[TodoItem]] = ctx.tool_state("planning.todos", dict)
     previous = store.get("todos", [])
     store["todos"] = list(args.todos)
@@ -80,8 +82,10 @@ async def todo_write(ctx: ToolContext, args: TodoWriteInput) -> ToolResult:
         "todos": [t.model_dump(by_alias=True) for t in args.todos],
         "previous": [t.model_dump(by_alias=True) for t in previous],
         "counts": {s: counts.get(s, 0) for s in TODO_MARKS},
+        "warning": warning,
     }
-    return ToolResult.success(render_todos(args.todos), data)
+    text = render_todos(args.todos)
+    return ToolResult.success(f"{text}\n\n{warning}" if warning else text, data)
 
 
 # ---- markdown plans ------------------------------------------------------------------------------

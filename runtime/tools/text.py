@@ -95,7 +95,8 @@ def shorten(text: str, limit: int) -> str:
 
 
 def human_size(size: int) -> str:
-    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+    """Seed 000's "human-readable file size (KB/MB/GB)": 2.9KB, 512B."""
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
         if size >= scale:
             return f"{size / scale:.1f}{unit}"
     return f"{size}B"

@@ -196,3 +196,21 @@ async def test_grep_example(s: Session) -> None:
     assert f"{P}/src/main.rs:1" in count.text
     no_numbers = await s.call("grep", {"pattern": "println", "path": P, "output_mode": "content", "-n": False})
     assert f"{P}/src/main.rs: " in no_numbers.text and ":2:" not in no_numbers.text
+
+
+async def test_ls_long_format_sizes_in_kb_mb_gb(s: Session) -> None:
+    """000 ls: "In long format mode, each entry shows Unix-style permissions, human-readable
+    file size (KB/MB/GB), modification timestamp, and the filename." """
+    await sh(s, f"mkdir -p {P}/sizes && head -c 3000 /dev/zero > {P}/sizes/k.bin && head -c 3145728 /dev/zero > {P}/sizes/m.bin")
+    r = await s.call("ls", {"path": f"{P}/sizes", "long_format": True})
+    assert r.ok, r.text
+    assert "2.9KB" in r.text and "3.0MB" in r.text
+
+
+async def test_glob_ignores_gitignore(s: Session) -> None:
+    """000 glob: "Hidden files and directories (those starting with ".") are excluded by
+    default" and symbolic links are skipped; .gitignore is not among its rules."""
+    await sh(s, f"mkdir -p {P}/g/build && printf 'build/\\n' > {P}/g/.gitignore && touch {P}/g/build/out.rs {P}/g/a.rs")
+    r = await s.call("glob", {"pattern": "**/*.rs", "path": f"{P}/g"})
+    assert r.ok, r.text
+    assert f"{P}/g/build/out.rs" in r.text and f"{P}/g/a.rs" in r.text
