@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError
 
 from runtime.errors import DaemonProtocolError
-from runtime.policy import Level
+from runtime.policy import Level, Policy, is_secret
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 from runtime.tools.search.grep import GrepReply
@@ -163,20 +163,30 @@ class GrepFilesArgs(ToolInput):
 
 
 def _all_files(ctx: ToolContext) -> Any:
-    return canonical_args("glob", pattern="**", path=ctx.config.workdir, limit=MAX_FILES, sort_by="path")
+    # "Enumerate every known file": dot-files and ignored files too (a .gitignore is the
+    # agent's own business); git's internals are not files the agent wrote.
+    return canonical_args(
+        "glob", pattern="**", path=ctx.config.workdir, limit=MAX_FILES, sort_by="path",
+        include_hidden=True, respect_gitignore=False,
+    )
 
 
 async def known_files(ctx: ToolContext) -> list[str]:
     """Absolute paths of every known file (what list_files returns), sorted."""
     result = await REGISTRY["glob"].handler(ctx, _all_files(ctx))
-    return sorted(result.data["files"])
+    return sorted(f for f in result.data["files"] if "/.git/" not in f)
 
 
 async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
     # Like `grep -n -F` over the known files; files_scanned counts every file looked at.
     prefix = args.path_prefix
     root = posixpath.normpath(ctx.config.workdir)
-    files = [f for f in await known_files(ctx) if prefix is None or f.startswith(prefix)]
+    policy = ctx.permissions.policy if ctx.permissions else Policy()
+    # Every known file, less those a read would be refused (secrets): a search must not show them.
+    files = [
+        f for f in await known_files(ctx)
+        if (prefix is None or f.startswith(prefix)) and not is_secret(f, policy.secret_patterns, policy.secret_exceptions)
+    ]
     matches: list[dict[str, Any]] = []
     if files:
         op_args = {

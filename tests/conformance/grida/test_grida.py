@@ -143,3 +143,16 @@ async def test_tool_search_sketch(s: Session) -> None:
     selected = await s.call("tool_search", {"select": ["read_file", "todo_write"]})
     assert [t["name"] for t in selected.data["tools"]] == ["read_file", "todo_write"]
     assert "path" in selected.data["tools"][0]["schema"]["properties"]
+
+
+async def test_list_and_grep_see_dot_files_and_ignored_files(s: Session) -> None:
+    """002 ::list_files "Enumerate every known file" and ::grep_files "Literal substring search
+    across every known file": files the agent wrote count even when hidden or gitignored."""
+    await s.call("write_file", {"path": f"{W}/.env.example", "content": "KNOWN=1\n"})
+    await sh(s, f"printf 'scratch/\\n' > {W}/.gitignore && mkdir -p {W}/scratch && printf 'KNOWN=2\\n' > {W}/scratch/n.md")
+    files = set(as_json(await s.call("list_files", {}))["files"])
+    assert {f"{W}/.env.example", f"{W}/.gitignore", f"{W}/scratch/n.md"} <= files
+    # A secret file is known too, but a search does not show what a read would refuse.
+    await s.call("write_file", {"path": f"{W}/.env", "content": "KNOWN=secret\n"})
+    found = {m["path"] for m in as_json(await s.call("grep_files", {"pattern": "KNOWN="}))["matches"]}
+    assert found == {f"{W}/.env.example", f"{W}/scratch/n.md"}
