@@ -292,12 +292,16 @@ def _present_find(result: ToolResult, args: FindFilesArgs) -> ToolResult:
     rel = [posixpath.relpath(f, args._root) for f in result.data["files"]]
     files = [f for f in rel if _included(f, None)]
     if not files:
-        return _text(result, f"No files matching '{args.glob_pattern}' found.")
+        empty = {"files": [], "total": 0, "truncated": False}
+        return result.model_copy(update={"text": f"No files matching '{args.glob_pattern}' found.", "data": empty})
     total = len(files)
     header = f"Found {total} file{'s' if total != 1 else ''}"
     if total > args.max_results:
         header += f" (showing first {args.max_results})"
-    return _text(result, header + ":\n" + "\n".join(files[: args.max_results]))
+    shown = files[: args.max_results]
+    # The structured result (MCP's structuredContent) says what the text says.
+    data = {"files": shown, "total": total, "truncated": total > args.max_results}
+    return result.model_copy(update={"text": header + ":\n" + "\n".join(shown), "data": data})
 
 
 # ---- the profile ---------------------------------------------------------------------------------

@@ -150,6 +150,9 @@ async def test_grep_and_find_files_skip_directories(s: Session) -> None:
     assert r.text == "Found 1 match:\nkeep.py:1:needle"
     files = await s.call("find_files", {"glob_pattern": "*.py"})
     assert files.text == "Found 2 files:\nbig.py\nkeep.py"
+    # "Returns file paths relative to the working directory. Applies the same
+    # directory-skipping rules as grep": the structured result too (MCP's structuredContent).
+    assert files.data == {"files": ["big.py", "keep.py"], "total": 2, "truncated": False}
 
 
 async def test_find_files(s: Session) -> None:
