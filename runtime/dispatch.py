@@ -149,8 +149,10 @@ class Dispatcher:
         interaction_handler: InteractionHandler | None = None,
     ) -> Dispatcher:
         if "workspace_roots" not in policy.model_fields_set:
-            # One place for the workspace: the session's workdir (and /tmp) unless the policy names roots.
-            policy = policy.model_copy(update={"workspace_roots": [client.config.workdir, "/tmp"]})
+            # One place for the workspace: the session's workdir, /tmp and the agent's home (what
+            # `~` means to bash, git and Amp's tools) unless the policy names roots.
+            home = f"/home/{client.config.agent_user}"
+            policy = policy.model_copy(update={"workspace_roots": [client.config.workdir, "/tmp", home]})
         return cls(
             client=client,
             profile=get_profile(client.config.profile),

@@ -91,3 +91,13 @@ async def test_web_search_and_read_web_page(s: Session) -> None:
     assert found.data == {"status": "done", "result": []}
     refused = await s.call("read_web_page", {"url": "http://127.0.0.1:9/"})
     assert refused.data["status"] == "error" and refused.data["error"]["message"]
+
+
+async def test_tilde_is_the_agents_home(s: Session) -> None:
+    """001: paths may start with `~` (the user's home): it is the agent's home, inside the
+    session's workspace roots, the same home bash and git use."""
+    created = await s.call("create_file", {"path": "~/amp-note.txt", "content": "at home\n"})
+    assert created.ok, created.text
+    read = await s.call("Read", {"path": "~/amp-note.txt"})
+    assert read.ok and "at home" in read.text
+    assert (await s.exec("cat $HOME/amp-note.txt", user=s.config.agent_user)).stdout == "at home\n"
