@@ -36,6 +36,22 @@ MAX_FILES = 100_000
 
 
 
+def fs_root(ctx: ToolContext) -> str:
+    """The session directory Grida's agent filesystem is mapped onto (the workdir)."""
+    return posixpath.normpath(ctx.config.workdir)
+
+
+def to_container(ctx: ToolContext, path: str) -> str:
+    """The container path of the agent's ``path`` ("/notes/draft.md"); ".." cannot leave the root."""
+    return posixpath.join(fs_root(ctx), posixpath.normpath("/" + path).lstrip("/")).rstrip("/") or "/"
+
+
+def to_agent(ctx: ToolContext, path: str) -> str:
+    """The agent's own path for a container path beneath the root."""
+    rel = posixpath.relpath(path, fs_root(ctx))
+    return "/" if rel == "." else "/" + rel
+
+
 def _object(result: ToolResult, value: dict[str, Any]) -> ToolResult:
     ok = value.get("ok", True) is not False
     error = None
@@ -144,10 +160,21 @@ class ListFilesArgs(ToolInput):
     pass
 
 
-def _present_list(result: ToolResult, args: ListFilesArgs) -> ToolResult:
-    if not result.ok:
-        return _passthrough_failure(result)
-    return _object(result, {"files": sorted(result.data["files"])})
+async def _list_files(ctx: ToolContext, args: ListFilesArgs) -> ToolResult:
+    files = await known_files(ctx)
+    value = {"files": sorted(to_agent(ctx, f) for f in files)}
+    return ToolResult.success(json.dumps(value, ensure_ascii=False), value)
+
+
+LIST_FILES = Tool(
+    name="grida:list_files",
+    input_model=ListFilesArgs,
+    handler=_list_files,
+    level=Level.SAFE,
+    access="read",
+    snippet="Enumerate every known file",
+    paths=lambda a: ["."],
+)
 
 
 class GrepFilesArgs(ToolInput):
@@ -179,8 +206,9 @@ async def known_files(ctx: ToolContext) -> list[str]:
 
 async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
     # Like `grep -n -F` over the known files; files_scanned counts every file looked at.
-    prefix = args.path_prefix
-    root = posixpath.normpath(ctx.config.workdir)
+    root = fs_root(ctx)
+    # The agent's prefix, as a prefix of container paths ("/notes/" -> "<root>/notes/").
+    prefix = None if args.path_prefix is None else root.rstrip("/") + "/" + args.path_prefix.lstrip("/")
     policy = ctx.permissions.policy if ctx.permissions else Policy()
     # Every known file, less those a read would be refused (secrets): a search must not show them.
     files = [
@@ -204,7 +232,7 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
                 f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
             ) from None
         matches = [
-            {"path": posixpath.join(root, f.path), "line": h.line, "text": h.lines[0] if h.lines else ""}
+            {"path": to_agent(ctx, posixpath.join(root, f.path)), "line": h.line, "text": h.lines[0] if h.lines else ""}
             for f in reply.files
             for h in f.matches
         ]
@@ -219,7 +247,8 @@ GREP_FILES = Tool(
     level=Level.SAFE,
     access="read",
     snippet="Literal substring search across every known file",
-    paths=lambda a: [a.path_prefix or "."],
+    # The whole agent filesystem is the workdir: the search starts there whatever the prefix.
+    paths=lambda a: ["."],
 )
 
 
@@ -241,7 +270,7 @@ def build() -> Profile:
 
     add("read_file", "read_file", ReadFileArgs,
         to_canonical=lambda a, s: canonical_args(
-            "read_file", path=a.path, encoding="base64", images=False, directory="error"
+            "read_file", path=to_container(s, a.path), encoding="base64", images=False, directory="error"
         ),
         present=_present_read,
         snippet="Read a file's content and version (a freshness token)",
@@ -249,7 +278,7 @@ def build() -> Profile:
         "edit_file on a given path, and re-read whenever an edit / write returns reason='stale'.")
     add("edit_file", "edit_file", EditFileArgs,
         to_canonical=lambda a, s: canonical_args(
-            "edit_file", path=a.path, old_string=a.old_string, new_string=a.new_string,
+            "edit_file", path=to_container(s, a.path), old_string=a.old_string, new_string=a.new_string,
             replace_all=bool(a.replace_all), expected_version=a.version, whitespace_match=True, fuzzy_match=False,
             on_multiple="error",
         ),
@@ -260,14 +289,15 @@ def build() -> Profile:
         "`replace_all` is true.\n\nRequires the version from read_file. On reason='stale', the file changed "
         "in the meantime — read_file again and retry.")
     add("write_file", "write_file", WriteFileArgs,
-        to_canonical=lambda a, s: canonical_args("write_file", path=a.path, content=a.content, expected_version=a.version),
+        to_canonical=lambda a, s: canonical_args(
+            "write_file", path=to_container(s, a.path), content=a.content, expected_version=a.version
+        ),
         present=_present_write,
         snippet="Full-file upsert; pass version for a staleness-checked rewrite",
         description="Full-file upsert. Replace the entire content of `path` with `content`. For surgical changes, "
         "prefer edit_file.\n\n`version` is optional: include it (from the most recent read_file) for a "
         "staleness-checked rewrite; omit it for a permissive write (creates the file if missing).")
-    add("list_files", "glob", ListFilesArgs,
-        to_canonical=lambda a, s: _all_files(s), present=_present_list,
+    add("list_files", LIST_FILES, ListFilesArgs,
         snippet="Enumerate every known file (sorted absolute paths)",
         description="Enumerate every known file in the agent filesystem. Returns sorted absolute paths.")
     add("grep_files", GREP_FILES, GrepFilesArgs,
