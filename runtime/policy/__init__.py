@@ -8,16 +8,16 @@
 """
 
 from .bash import BashClassification, BashSegment, check_exec_metacharacters, classify_bash
-from .engine import (
+from .calls import (
     ApprovalAnswer,
     ApprovalHandler,
     ApprovalRequest,
     CallRequest,
     Decision,
     PermissionAnswer,
-    PolicyEngine,
     ResolvedPath,
 )
+from .engine import PolicyEngine
 from .grants import Grant, GrantStore
 from .levels import GrantLevel, Level
 from .model import AUTO_APPROVE_ALL_ENV, Access, Effect, Policy, Rule
