@@ -312,5 +312,5 @@ class Dispatcher:
             bytes_out=len(result.text.encode()),
             message=None if result.ok else result.text[:500],
         )
-        self.audit.record(event, args=request.args)
+        self.audit.record(event, args=request.args, focus=decision.decisive)
         return result

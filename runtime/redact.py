@@ -133,10 +133,16 @@ def _redacted(value: Any, depth: int = 0) -> Any:
     return _redacted(str(value), depth + 1)
 
 
-def redact_preview(args: Mapping[str, Any], limit: int = _PREVIEW_LIMIT) -> str:
-    """A short, redacted JSON preview of tool arguments for logs and approval prompts."""
+def redact_preview(args: Mapping[str, Any], limit: int = _PREVIEW_LIMIT, focus: str | None = None) -> str:
+    """A short, redacted JSON preview of tool arguments for logs and approval prompts. ``focus``
+    (the part of a long command that decided its level) is kept in view when the cut hides it."""
     text = json.dumps(_redacted(args), ensure_ascii=False, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    if not focus or redact_text(focus)[:60] in shown:
+        return shown
+    tail = " … decided by: " + redact_text(focus[: _VALUE_LIMIT + _REDACT_WINDOW])[:_VALUE_LIMIT]
+    room = max(0, limit - len(tail))
+    return (text if len(text) <= room else text[: max(0, room - 1)] + "…") + tail
 
 
 def _dumps(value: Any) -> str:

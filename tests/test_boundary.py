@@ -138,3 +138,14 @@ async def test_audit_has_one_event_per_call_and_no_secrets(rt: Runtime, tmp_path
     assert events[0].bytes_out > 0 and events[0].level == "cautious"
     stored = Path(rt.config.state_dir, "audit.jsonl").read_text() + json.dumps([e.model_dump(mode="json") for e in events])
     assert secret not in stored and "ghp_" + "a" * 36 not in stored
+
+
+async def test_a_long_commands_preview_shows_what_decided_its_level(rt: Runtime) -> None:
+    command = "echo " + "harmless words " * 30 + "&& python3 -c 'import os; os.system(\"id\")'"
+    async with rt.session() as s:
+        r = await s.call("bash", {"command": command})
+        session_id = s.id
+    assert r.decision == "denied"
+    rt.audit.flush()
+    [event] = rt.audit.query(session=session_id)
+    assert len(event.preview) <= 240 and "decided by: python3 -c" in event.preview

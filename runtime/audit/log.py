@@ -106,12 +106,13 @@ class AuditLog:
 
     # ------------------------------------------------------------------ writing
 
-    def record(self, event: AuditEvent, *, args: Mapping[str, Any] | None = None) -> None:
-        """Enqueue an event. With ``args`` the writer thread fills in the digest and preview;
-        the caller must not mutate ``args`` afterwards."""
+    def record(self, event: AuditEvent, *, args: Mapping[str, Any] | None = None, focus: str | None = None) -> None:
+        """Enqueue an event. With ``args`` the writer thread fills in the digest and preview
+        (keeping ``focus``, the deciding part of a long command, in view); the caller must not
+        mutate ``args`` afterwards."""
         if self._closed:
             raise RuntimeError("audit log is closed")
-        self._queue.put((event, args))
+        self._queue.put((event, args, focus))
 
     def flush(self) -> None:
         """Block until every event recorded so far is written."""
@@ -164,7 +165,7 @@ class AuditLog:
             if conn is not None:
                 conn.close()
 
-    def _finish(self, event: AuditEvent, args: Mapping[str, Any] | None) -> AuditEvent:
+    def _finish(self, event: AuditEvent, args: Mapping[str, Any] | None, focus: str | None) -> AuditEvent:
         update: dict[str, Any] = {}
         try:
             if args is not None:
@@ -172,7 +173,7 @@ class AuditLog:
                 update["args_sha256"], size = digest_and_size(args)
                 if not event.bytes_in:
                     update["bytes_in"] = size
-                update["preview"] = redact_preview(args)
+                update["preview"] = redact_preview(args, focus=focus)
             if event.message:
                 update["message"] = redact_text(event.message)
         except Exception:  # odd arguments must not cost the event itself

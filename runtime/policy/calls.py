@@ -82,6 +82,8 @@ class Decision(BaseModel):
     message: str = ""
     reasons: list[str] = []
     destructive: str | None = None
+    # For a command: the part of it that set its level.
+    decisive: str | None = None
     # Session grants created by this decision (an "allow for the session" answer).
     grants: list[Grant] = []
 

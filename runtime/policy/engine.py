@@ -73,8 +73,18 @@ class PolicyEngine:
     # ------------------------------------------------------------------ decide
 
     async def decide(self, req: CallRequest) -> Decision:
-        p = self.policy
         call = _Call(req)
+        decision = await self._decide(call)
+        if call.bash is not None and call.bash.segments:
+            # The part of the command that set its level, for a preview of a long command.
+            top = max(seg.level for seg in call.bash.segments)
+            decisive = next(seg.text for seg in call.bash.segments if seg.level == top)
+            decision = decision.model_copy(update={"decisive": decisive})
+        return decision
+
+    async def _decide(self, call: _Call) -> Decision:
+        p = self.policy
+        req = call.req
         # The tool's own declared level; a call that names none (an unknown tool) fails closed.
         level = p.tool_levels.get(req.tool) or req.level or Level.DANGEROUS
 
