@@ -207,7 +207,8 @@ class Dispatcher:
                 st = None
             if st is not None and st.exists and st.realpath:
                 real = posixpath.normpath(posixpath.join(st.realpath, tail)) if tail else st.realpath
-                return ResolvedPath(requested=lexical, resolved=real)
+                links = st.nlink if st.type == "file" and not tail else 1
+                return ResolvedPath(requested=lexical, resolved=real, links=links)
             if probe == "/":
                 break
             probe, name = posixpath.split(probe)

@@ -70,6 +70,7 @@ def _meta(st: os.stat_result, target: Optional[str]) -> Dict[str, Any]:
         "mtime": st.st_mtime,
         "uid": st.st_uid,
         "gid": st.st_gid,
+        "nlink": st.st_nlink,
         "target": target,
     }
 

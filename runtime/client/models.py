@@ -62,6 +62,8 @@ class _FileMeta(_Reply):
     mtime: float = 0.0
     uid: int = 0
     gid: int = 0
+    # Names the file has (hard links).
+    nlink: int = 1
     target: str | None = None
 
 

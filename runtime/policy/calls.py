@@ -32,6 +32,8 @@ class ResolvedPath(BaseModel):
 
     requested: str
     resolved: str
+    # Names of the file (hard links): another name may be a secret's.
+    links: int = 1
 
 
 def domain_allowed(host: str, allowed: list[str]) -> bool:

@@ -119,6 +119,14 @@ class PolicyEngine:
                     destructive=call.bash.destructive,
                 )
 
+        if req.access == "read" and level < Level.DANGEROUS:
+            linked = [path for path in req.paths if path.links > 1]
+            if linked:
+                level = Level.DANGEROUS
+                call.reasons.append(
+                    f"{linked[0].resolved} has {linked[0].links} names (hard links): another may be a secret file's"
+                )
+
         if req.domain is not None and not domain_allowed(req.domain, p.allowed_domains) and level < Level.DANGEROUS:
             level = Level.DANGEROUS
             sent = "its URL and query string" if req.query else "its URL"

@@ -46,3 +46,17 @@ async def test_secret_names_searches_and_spellings(rt: Runtime) -> None:
         found = await s.call("grep", {"pattern": "KEY", "path": "/workspace", "include_hidden": True})
         assert "notes.txt" in found.text and ".env.example" in found.text and ".env\n" not in found.text
         assert (await s.call("read_file", {"path": "/workspace/.env.example"})).ok
+
+
+async def test_a_hard_link_to_a_secret_is_not_an_ordinary_file(rt: Runtime) -> None:
+    """A hard link made to a secret (by the agent, or before) reads like any file by its name:
+    a file with more than one name needs approval to be read, and a deny-all approver refuses."""
+    async with rt.session(approval_handler=deny) as s:
+        await s.write_file("/workspace/.env", f"KEY={TOKEN}\n")
+        await s.exec("ln /workspace/.env /workspace/notes.txt", user=s.config.agent_user)
+        await s.write_file("/workspace/plain.txt", "ordinary\n")
+        linked = await s.call("read_file", {"path": "/workspace/notes.txt"})
+        plain = await s.call("read_file", {"path": "/workspace/plain.txt"})
+    print(f"hard link to a secret: {linked.decision}, level {linked.level}")
+    assert TOKEN not in linked.text and linked.decision == "denied"
+    assert plain.ok and "ordinary" in plain.text
