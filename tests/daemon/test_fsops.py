@@ -225,7 +225,7 @@ def test_list(daemon: Client, ws: Path) -> None:
     assert entries["f"]["type"] == "file" and entries["f"]["size"] == 3
     assert entries["d"]["type"] == "dir"
     assert entries["l"]["type"] == "symlink" and entries["l"]["target"] == "f"
-    assert set(entries["f"]) == {"name", "type", "size", "mode", "mtime", "uid", "gid", "target"}
+    assert set(entries["f"]) == {"name", "type", "size", "mode", "mtime", "uid", "gid", "nlink", "target"}
     assert daemon.error("list", path=str(ws / "f")).code == "not_a_directory"
     assert daemon.error("list", path=str(ws / "missing")).code == "not_found"
 
