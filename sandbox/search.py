@@ -465,6 +465,14 @@ def _context(q: _Query, path: str, hits: List[Hit]) -> List[Tuple[List[List[Any]
     ]
 
 
+def _nlink(q: _Query, rel: str) -> int:
+    """How many names a matched file has: the host treats a hard link as possibly a secret's."""
+    try:
+        return os.stat(rel, dir_fd=q.root_fd, follow_symlinks=False).st_nlink
+    except OSError:
+        return 1
+
+
 def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]], bool]:
     files: List[Dict[str, Any]] = []
     budget = q.max_total
@@ -477,7 +485,7 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
         hits = found[path]
         if q.mode != "content":
             count = hits.count if q.mode == "count" else 0
-            files.append({"path": path, "count": count, "truncated": False, "matches": []})
+            files.append({"path": path, "count": count, "truncated": False, "matches": [], "nlink": _nlink(q, path)})
             budget -= 1
             continue
         shown = hits.take(min(q.per_file, budget))
@@ -492,7 +500,9 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
             )
         cut = hits.count > len(shown)
         truncated = truncated or cut
-        files.append({"path": path, "count": len(shown), "truncated": cut, "matches": matches})
+        files.append(
+            {"path": path, "count": len(shown), "truncated": cut, "matches": matches, "nlink": _nlink(q, path)}
+        )
     return files, truncated
 
 

@@ -234,6 +234,7 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
         matches = [
             {"path": to_agent(ctx, posixpath.join(root, f.path)), "line": h.line, "text": h.lines[0] if h.lines else ""}
             for f in reply.files
+            if f.nlink <= 1  # another name of the file may be a secret's
             for h in f.matches
         ]
     value = {"matches": matches, "files_scanned": len(files)}

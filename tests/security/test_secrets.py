@@ -56,7 +56,9 @@ async def test_a_hard_link_to_a_secret_is_not_an_ordinary_file(rt: Runtime) -> N
         await s.exec("ln /workspace/.env /workspace/notes.txt", user=s.config.agent_user)
         await s.write_file("/workspace/plain.txt", "ordinary\n")
         linked = await s.call("read_file", {"path": "/workspace/notes.txt"})
+        searched = await s.call("grep", {"pattern": "KEY=", "path": "/workspace", "output_mode": "content"})
         plain = await s.call("read_file", {"path": "/workspace/plain.txt"})
-    print(f"hard link to a secret: {linked.decision}, level {linked.level}")
+    print(f"hard link to a secret: read {linked.decision}, level {linked.level}; grep shows it: {TOKEN in searched.text}")
     assert TOKEN not in linked.text and linked.decision == "denied"
+    assert searched.ok and TOKEN not in searched.text
     assert plain.ok and "ordinary" in plain.text

@@ -247,6 +247,8 @@ class GrepFile(BaseModel):
     count: int
     truncated: bool
     matches: list[GrepHit]
+    # Names of the file (hard links): another may be a secret's.
+    nlink: int = 1
 
 
 class GrepReply(BaseModel):
@@ -311,7 +313,7 @@ async def run_search(
     policy = ctx.permissions.policy if ctx.permissions else Policy()
     kept = [
         f for f in reply.files
-        if not is_secret(posixpath.join(root, f.path), policy.secret_patterns, policy.secret_exceptions)
+        if f.nlink <= 1 and not is_secret(posixpath.join(root, f.path), policy.secret_patterns, policy.secret_exceptions)
     ]
     return root, reply.model_copy(update={"files": kept})
 
