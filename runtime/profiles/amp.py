@@ -42,8 +42,6 @@ DEFAULT_RANGE = (1, 500)
 MAX_BYTES_PER_LINE = 4_096
 MAX_READ_LINES = 2_000
 MAX_OUTPUT_CHARS = 50_000
-# Amp runs commands without a timeout; the canonical bash stops a command after 600 s.
-BASH_TIMEOUT = 600.0
 BASH_CAPTURE = 8 * 1024 * 1024
 GREP_PER_FILE = 10
 GREP_TOTAL = 100
@@ -262,11 +260,14 @@ async def _bash(args: BashArgs, ctx: ToolContext) -> Any:
         cwd = posixpath.normpath(posixpath.join(cwd, await expand(ctx, cd_part[3:].strip())))
         cmd = rest.strip()
     args._cmd, args._cwd = cmd, cwd
-    return canonical_args(
+    canonical = canonical_args(
         # Amp's Bash starts every call afresh: neither cd nor exported variables carry over.
-        "bash", command=cmd, working_dir=cwd, timeout=BASH_TIMEOUT, stdout_max=BASH_CAPTURE, stderr_max=BASH_CAPTURE,
-        stateless=True,
+        "bash", command=cmd, working_dir=cwd, stdout_max=BASH_CAPTURE, stderr_max=BASH_CAPTURE, stateless=True,
     )
+    # Amp's Bash has no timeout: a command may run as long as the session lives (past the
+    # canonical tool's 600 s cap, which an agent's own timeout argument is held to).
+    canonical.timeout = ctx.config.ttl
+    return canonical
 
 
 def serial(tool: Tool) -> Tool:

@@ -101,3 +101,14 @@ async def test_tilde_is_the_agents_home(s: Session) -> None:
     read = await s.call("Read", {"path": "~/amp-note.txt"})
     assert read.ok and "at home" in read.text
     assert (await s.exec("cat $HOME/amp-note.txt", user=s.config.agent_user)).stdout == "at home\n"
+
+
+async def test_bash_has_no_timeout_of_its_own(s: Session) -> None:
+    """001 Bash: Amp runs commands without a timeout; here a command may run as long as the
+    session lives (the canonical tool's 600 s cap does not apply)."""
+    from runtime.profiles import get_profile
+
+    bash = get_profile("amp").lookup("Bash")
+    assert bash is not None
+    canonical = await bash.to_canonical(bash.input_model.model_validate({"cmd": "true"}), s.tool_context())
+    assert canonical.timeout == s.config.ttl > 600
