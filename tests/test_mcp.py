@@ -177,17 +177,24 @@ def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: doc
 
         # Requests run concurrently: a ping overtakes a slow call, and a cancelled call
         # gets no reply at all.
+        sid = new_session(docker_client, before)
+        [container] = docker_client.containers.list(filters={"label": f"{LABEL}={sid}"})
+
+        def stuck_running() -> bool:
+            return container.exec_run(["pgrep", "-f", "^sleep 60$"]).output.strip() != b""
+
         slow = mcp.send("tools/call", {"name": "bash", "arguments": {"command": "sleep 2; echo slow"}})
         stuck = mcp.send("tools/call", {"name": "bash", "arguments": {"command": "sleep 60"}})
         pinged = mcp.send("ping")
         assert mcp.receive()["id"] == pinged
+        deadline = time.monotonic() + 10  # cancel a call that is under way, not one still queued
+        while not stuck_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
         mcp.send("notifications/cancelled", {"requestId": stuck, "reason": "test"}, notify=True)
         assert mcp.reply(slow)["result"]["content"][0]["text"].strip() == "slow"
         # ... and the cancelled command was killed, not left to run to its timeout.
-        sid = new_session(docker_client, before)
-        [container] = docker_client.containers.list(filters={"label": f"{LABEL}={sid}"})
         time.sleep(0.5)
-        assert container.exec_run(["pgrep", "-x", "sleep"]).output.strip() == b""
+        assert not stuck_running()
 
         # A session whose container died is replaced on the next call, and the agent is told.
         for container in docker_client.containers.list(filters={"label": f"{LABEL}={sid}"}):

@@ -175,8 +175,10 @@ class Channel:
         try:
             with anyio.move_on_after(timeout) as scope:
                 try:
-                    await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
+                    # Set first: a cancellation can land while the frame is being written, and a
+                    # cancel for a request the daemon never got is harmless.
                     sent = True
+                    await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     self._fail(DaemonDied(f"cannot write to the daemon of session {self.name}: {exc}"))
                 await self._wait(pending)
