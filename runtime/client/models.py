@@ -148,3 +148,16 @@ class TaskInfo(_Reply):
     ended: float | None = None
     stdout_total: int = 0
     stderr_total: int = 0
+
+
+class StreamEvent(BaseModel):
+    """One piece of a streamed command: output of one stream at its byte offset, then the exit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["stdout", "stderr", "exit"]
+    data: str = ""
+    offset: int = 0
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False

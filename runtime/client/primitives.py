@@ -12,10 +12,13 @@ such a client; root's file access stays with the embedding program's own calls.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 
 from runtime.client.models import (
@@ -26,13 +29,14 @@ from runtime.client.models import (
     ReadResult,
     SpawnResult,
     StatResult,
+    StreamEvent,
     TaskInfo,
     TaskOutput,
     WalkResult,
     WriteResult,
 )
 from runtime.config import SessionConfig
-from runtime.errors import DaemonProtocolError, OpError
+from runtime.errors import CaissonError, DaemonProtocolError, OpError
 from runtime.transport.channel import Channel
 
 M = TypeVar("M", bound=BaseModel)
@@ -299,6 +303,41 @@ class SandboxClient:
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         result, _ = await self.op("spawn", args, data)
         return self._model(SpawnResult, "spawn", result)
+
+    async def exec_stream(
+        self,
+        command: str | list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        poll: float = 1.0,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run a command and yield its output as it comes (stdout and stderr with byte
+        offsets), then its exit. Closing the stream early, or being cancelled, kills the command:
+        ``async with contextlib.aclosing(s.exec_stream(...)) as events:`` closes it on leaving."""
+        task = await self.spawn(command, cwd=cwd, env=env, timeout=timeout)
+        out_at = err_at = 0
+        done = False
+        try:
+            while True:
+                chunk = await self.task_read(task.task_id, stdout_offset=out_at, stderr_offset=err_at, wait=poll)
+                if chunk.stdout:
+                    yield StreamEvent(kind="stdout", data=chunk.stdout, offset=out_at)
+                if chunk.stderr:
+                    yield StreamEvent(kind="stderr", data=chunk.stderr, offset=err_at)
+                drained = chunk.stdout_offset == out_at and chunk.stderr_offset == err_at
+                out_at, err_at = chunk.stdout_offset, chunk.stderr_offset
+                if not chunk.running and drained:
+                    done = True
+                    yield StreamEvent(
+                        kind="exit", exit_code=chunk.exit_code, signal=chunk.signal, timed_out=chunk.timed_out
+                    )
+                    return
+        finally:
+            if not done:
+                with anyio.CancelScope(shield=True), contextlib.suppress(CaissonError):
+                    await self.task_signal(task.task_id, "KILL")
 
     async def task_read(
         self, task_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0,
