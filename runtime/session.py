@@ -8,12 +8,14 @@ a :class:`ToolContext` with just what they need.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 
 from runtime.audit import AuditLog
+from runtime.client import archive
 from runtime.client.primitives import SandboxClient
 from runtime.config import SessionConfig
 from runtime.dispatch import Dispatcher
@@ -77,6 +79,20 @@ class Session(SandboxClient):
         """The context a tool handler of this session gets, for calling a handler directly
         (bypassing policy and audit: for the embedding program's own use and tests)."""
         return self._dispatcher.context(call_id)
+
+    # ---- bulk copy ------------------------------------------------------------------
+
+    async def copy_in(self, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None:
+        """Put a host file or directory (or a tar stream) into ``dest``, as the agent's files."""
+        await archive.copy_in(self, source, dest)
+
+    def copy_out(self, path: str) -> AsyncIterator[bytes]:
+        """A container file or directory as a tar stream, in chunks."""
+        return archive.copy_out(self, path)
+
+    async def copy_out_to(self, path: str, host_dir: str | os.PathLike[str]) -> None:
+        """A container file or directory extracted into a host directory."""
+        await archive.copy_out_to(self, path, host_dir)
 
     # ---- lifecycle ------------------------------------------------------------------
 
