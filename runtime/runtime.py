@@ -43,6 +43,7 @@ class Runtime:
         self._state = Path(self.config.state_dir)
         self._pool: WarmPool | None = None
         self._leases: LeaseKeeper | None = None
+        self._snapshots: list[str] = []
 
     @property
     def client(self) -> docker.DockerClient:
@@ -93,11 +94,38 @@ class Runtime:
                 self._pool = None
             for session in list(self._sessions.values()):
                 await session.close()
+            for ref in self._snapshots:
+                await anyio.to_thread.run_sync(containers.remove_snapshot, self.client, ref)
         self.client.close()
         self._client = None
         if self._audit is not None:
             self._audit.close()
             self._audit = None
+
+    async def snapshot(self, session: Session) -> str:
+        """The session's file system as an image (processes are not kept); open sessions from it
+        with ``rt.session(image=ref)``. Snapshots this runtime made are removed when it closes."""
+        ref = await anyio.to_thread.run_sync(
+            containers.snapshot, self.client, session.container_id, session.id, self.config.owner, session.config.ttl
+        )
+        self._snapshots.append(ref)
+        return ref
+
+    async def fork(self, session: Session, n: int, **overrides: Any) -> list[Session]:
+        """``n`` new sessions that start from ``session``'s current files (for branching
+        rollouts); each is independent of the others and of the original."""
+        ref = await self.snapshot(session)
+        cfg = session.config.model_copy(update={"image": ref, **overrides})
+        forks: list[Session] = []
+        try:
+            for _ in range(n):
+                forks.append(await self.open_session(cfg))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for opened in forks:
+                    await opened.close()
+            raise
+        return forks
 
     async def pool_ready(self, timeout: float = 300.0) -> bool:
         """Wait until the warm pool is full (False on timeout, or when there is no pool)."""

@@ -11,6 +11,7 @@ import os
 import posixpath
 import tarfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -261,6 +262,29 @@ def renew_lease(client: docker.DockerClient, container_id: str, *, gvisor: bool 
             return bool(client.api.put_archive(container_id, posixpath.dirname(LEASE_PATH), data.getvalue()))
     except docker.errors.APIError:
         return False
+
+
+SNAPSHOT_REPO = "caisson/snapshot"
+
+
+def snapshot(client: docker.DockerClient, container_id: str, session_id: str, owner: str, ttl: float) -> str:
+    """Commit a session's file system (paused meanwhile) as a labelled image; its reference."""
+    tag = f"{session_id}-{uuid.uuid4().hex[:8]}"
+    labels = {LABEL_OWNER: owner, LABEL_EXPIRES: f"{time.time() + ttl:.0f}", "caisson.snapshot_of": session_id}
+    try:
+        with engine_errors("taking a snapshot"):
+            client.api.commit(container_id, repository=SNAPSHOT_REPO, tag=tag, conf={"Labels": labels}, pause=True)
+    except docker.errors.APIError as exc:
+        raise SessionError(f"Docker could not snapshot session {session_id}: {exc.explanation or exc}") from None
+    return f"{SNAPSHOT_REPO}:{tag}"
+
+
+def remove_snapshot(client: docker.DockerClient, ref: str) -> None:
+    try:
+        with engine_errors("removing a snapshot"):
+            client.api.remove_image(ref, force=True)
+    except docker.errors.NotFound:
+        pass
 
 
 def find_session_container(client: docker.DockerClient, session_id: str) -> dict[str, Any] | None:
