@@ -230,6 +230,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _collect(ticks: list[float]) -> Any:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        ticks.append(progress)
+
+    return on_progress
+
+
 def test_streamable_http(tmp_path: Path, docker_client: docker.DockerClient) -> None:
     """`caisson mcp --http`: the SDK's own client runs tools over Streamable HTTP."""
     import anyio
@@ -250,6 +257,12 @@ def test_streamable_http(tmp_path: Path, docker_client: docker.DockerClient) -> 
                     names = {t.name for t in (await client.list_tools()).tools}
                     result = await client.call_tool("bash", {"command": "echo over http; whoami"})
                     text = result.content[0].text  # type: ignore[union-attr]
+                    # A long call reports progress to a client that asks, every 5 s.
+                    ticks: list[float] = []
+                    long = await client.call_tool(
+                        "bash", {"command": "sleep 11; echo done"}, progress_callback=_collect(ticks)
+                    )
+                    assert long.content[0].text.strip() == "done" and len(ticks) >= 2, ticks  # type: ignore[union-attr]
                     return names, text, bool(result.is_error)
             except Exception:
                 if proc.poll() is not None:

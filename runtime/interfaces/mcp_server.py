@@ -9,6 +9,7 @@ killed) is replaced on the next call, and the agent is told its workspace is fre
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,6 +38,8 @@ log = get_logger("caisson.mcp")
 STRUCTURED_CONTENT_SINCE = "2025-06-18"
 # How long a daemon may take to answer the liveness probe before its session counts as dead.
 PROBE_TIMEOUT = 5.0
+# Seconds between progress notifications of a long call.
+PROGRESS_INTERVAL = 5.0
 
 
 def _version() -> str:
@@ -87,7 +90,10 @@ class SessionTools:
             offered = ", ".join(sorted(self._profile.tools))
             raise MCPError(types.INVALID_PARAMS, f"unknown tool: {params.name}; this server offers {offered}")
         session, notice = await self.current()
-        result = await session.call(params.name, dict(params.arguments or {}))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_report_progress, ctx)
+            result = await session.call(params.name, dict(params.arguments or {}))
+            tg.cancel_scope.cancel()
         text = f"{notice}\n\n{result.text}" if notice else result.text
         structured = (
             result.data
@@ -122,6 +128,17 @@ class SessionTools:
         except CaissonError as exc:
             # The first tools/call tries again and reports the error to the client.
             log.warning("could not start the session", error=str(exc))
+
+
+async def _report_progress(ctx: Any) -> None:
+    """While a call runs, tell a client that asked for progress that it still does, so a
+    client with a request timeout keeps waiting (a no-op for clients that did not ask)."""
+    started = anyio.current_time()
+    while True:
+        await anyio.sleep(PROGRESS_INTERVAL)
+        elapsed = anyio.current_time() - started
+        with contextlib.suppress(Exception):  # progress is a courtesy: never fail the call over it
+            await ctx.session.report_progress(elapsed, None, f"still running after {elapsed:.0f} s")
 
 
 async def _responds(session: Session) -> bool:
