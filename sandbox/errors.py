@@ -12,6 +12,10 @@ CODES = frozenset(
     (
         "bad_request",
         "not_found",
+        "cwd_not_found",
+        "command_not_found",
+        "not_executable",
+        "no_such_user",
         "exists",
         "not_a_directory",
         "is_a_directory",

@@ -14,6 +14,7 @@ A process is *finished* once its main process exited and its pipes reached EOF
 """
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
@@ -114,6 +115,10 @@ class ProcessTable:
                 raise DaemonError(
                     "permission_denied", "cannot run %sas user %s (uid %d)" % (what, spec.user.name, spec.user.uid)
                 ) from None
+            if isinstance(exc, FileNotFoundError):
+                raise DaemonError("command_not_found", "no such command: %s" % spec.argv[0]) from None
+            if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR):
+                raise DaemonError("not_executable", "not an executable file: %s" % spec.argv[0]) from None
             raise
         finally:
             for fd in child_ends:

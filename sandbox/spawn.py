@@ -137,8 +137,8 @@ def parse_spec(args: Dict[str, Any]) -> Spec:
         raise DaemonError("bad_request", "cwd must be an absolute path")
     if not os.path.isdir(cwd):
         if os.path.lexists(cwd):
-            raise DaemonError("not_a_directory", "cwd is not a directory: %s" % cwd)
-        raise DaemonError("not_found", "cwd does not exist: %s" % cwd)
+            raise DaemonError("cwd_not_found", "cwd is not a directory: %s" % cwd)
+        raise DaemonError("cwd_not_found", "cwd does not exist: %s" % cwd)
     user_arg = args.get("user")
     user = agent_identity() if user_arg is None else resolve_user(user_arg)
     env = base_env(user)

@@ -65,7 +65,7 @@ def resolve_user(spec: Any) -> UserInfo:
             info = _from_pw(pwd.getpwnam(spec))
         except KeyError:
             if spec != _agent["name"]:
-                raise DaemonError("bad_request", "no such user: %s" % spec) from None
+                raise DaemonError("no_such_user", "no such user: %s" % spec) from None
             uid = FALLBACK_UID
             return UserInfo(spec, uid, uid, _agent["home"], "/bin/sh", (uid,))  # not cached: useradd may come
     _user_cache[spec] = info

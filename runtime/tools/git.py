@@ -85,9 +85,9 @@ async def run_git(
             ["git", *argv], cwd=repo, env=GIT_ENV, timeout=timeout, stdout_max=stdout_max, stderr_max=64 * 1024
         )
     except OpError as exc:
-        if "cwd" in exc.message and exc.code in ("not_found", "not_a_directory"):
+        if exc.code == "cwd_not_found":
             raise ToolError("not_found", f"repository path {repo} is not an existing directory") from None
-        if exc.code == "not_found":
+        if exc.code == "command_not_found":
             raise ToolError("git_not_found", "git is not installed in the sandbox") from None
         raise
 

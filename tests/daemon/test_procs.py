@@ -38,7 +38,7 @@ def test_exec_exit_code_and_streams(daemon: Client) -> None:
 def test_exec_argv_without_shell(daemon: Client) -> None:
     result, blob = daemon.call("exec", argv=["printf", "%s|", "a b", "$HOME", "*"])
     assert blob == b"a b|$HOME|*|" and result["exit_code"] == 0
-    assert daemon.error("exec", argv=["/no/such/binary"]).code == "not_found"
+    assert daemon.error("exec", argv=["/no/such/binary"]).code == "command_not_found"
     assert daemon.error("exec", argv=[]).code == "bad_request"
     assert daemon.error("exec", argv=["true"], command="true").code == "bad_request"
     assert daemon.error("exec").code == "bad_request"
@@ -59,7 +59,12 @@ def test_exec_env_and_cwd(daemon: Client, tmp_path: Path) -> None:
     env = {"FOO": "bar", "DAEMON_TEST_MARK": None}  # null unsets a variable
     _, out, _ = daemon.run("pwd; echo $FOO; echo ${DAEMON_TEST_MARK:-unset}", cwd=str(tmp_path), env=env)
     assert out.decode().splitlines() == [str(tmp_path), "bar", "unset"]
-    assert daemon.error("exec", command="true", cwd=str(tmp_path / "missing")).code == "not_found"
+    assert daemon.error("exec", command="true", cwd=str(tmp_path / "missing")).code == "cwd_not_found"
+    (tmp_path / "plain").write_text("x")
+    assert daemon.error("exec", command="true", cwd=str(tmp_path / "plain")).code == "cwd_not_found"
+    assert daemon.error("exec", argv=["no-such-program-here"]).code == "command_not_found"
+    assert daemon.error("exec", argv=[str(tmp_path / "plain")]).code == "not_executable"
+    assert daemon.error("exec", argv=["true"], user="no-such-user-here").code == "no_such_user"
     assert daemon.error("exec", command="true", cwd="relative").code == "bad_request"
     assert daemon.error("exec", command="true", env={"A": 1}).code == "bad_request"
 
@@ -75,7 +80,7 @@ def test_exec_as_other_user(daemon: Client) -> None:
     except KeyError:  # a uid without a passwd entry
         assert rest == "/ 1000"
     assert daemon.run("id -u", user="root")[1] == b"0\n"
-    assert daemon.error("exec", command="true", user="no-such-user-xyz").code == "bad_request"
+    assert daemon.error("exec", command="true", user="no-such-user-xyz").code == "no_such_user"
 
 
 def test_exec_stdin(daemon: Client) -> None:

@@ -54,9 +54,9 @@ async def _run(ctx: ToolContext, argv: list[str], cwd: str, env: dict[str, str],
             argv, cwd=cwd, env=env, timeout=timeout, stdout_max=STDOUT_MAX, stderr_max=STDERR_MAX
         )
     except OpError as exc:
-        if exc.code in ("not_found", "not_a_directory") and "cwd" in exc.message:
+        if exc.code == "cwd_not_found":
             raise ToolError("invalid_cwd", f"cwd {cwd} is not an existing directory") from None
-        if exc.code in ("not_found", "permission_denied"):
+        if exc.code in ("command_not_found", "not_executable"):
             raise ToolError("command_not_found", f"cannot run {argv[0]!r} in the sandbox: {exc.message}") from None
         raise
     return process_result(res, stdout_max=STDOUT_MAX, stderr_max=STDERR_MAX, timeout=timeout, extra={"argv": argv})

@@ -293,7 +293,7 @@ async def _exec_with_cwd_fallback(
     try:
         return await run(cwd), ""
     except OpError as exc:
-        if exc.code not in ("not_found", "not_a_directory") or "cwd" not in exc.message:
+        if exc.code != "cwd_not_found":
             raise
         if explicit:
             raise ToolError("invalid_working_dir", f"working_dir {cwd} is not an existing directory") from None
