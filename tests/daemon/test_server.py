@@ -114,7 +114,7 @@ def test_agent_user_without_passwd_entry_falls_back_to_uid_1000(tmp_path: Path) 
         assert blob == b"1000\n1000\n%s\n" % str(client.workspace).encode()
         client.call("write", b"x", path=str(client.workspace / "f"), owner="no-such-agent-user")
         assert (client.workspace / "f").stat().st_uid == 1000
-        assert client.error("write", b"x", path=str(client.workspace / "g"), owner="other-unknown").code == "bad_request"
+        assert client.error("write", b"x", path=str(client.workspace / "g"), owner="other-unknown").code == "no_such_user"
     finally:
         assert client.close() == 0
 
