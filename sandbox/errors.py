@@ -16,6 +16,7 @@ CODES = frozenset(
         "command_not_found",
         "not_executable",
         "no_such_user",
+        "output_limit",
         "exists",
         "not_a_directory",
         "is_a_directory",

@@ -84,10 +84,18 @@ def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
     max_bytes = get_nonneg(args, "max_bytes", None)
     want_hash = get(args, "hash", bool, False)
     limit = MAX_BLOB if max_bytes is None else min(max_bytes, MAX_BLOB)
+    # The caller's cap on the whole file (not this range): a larger file is refused unread.
+    max_size = get_nonneg(args, "max_size", None)
     with fs_access(args) as res:
         # O_NONBLOCK so that opening a FIFO cannot hang the worker.
         fd = res.open(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
+            if max_size is not None:
+                size = os.fstat(fd).st_size
+                if size > max_size:
+                    raise DaemonError(
+                        "output_limit", "%s is %d bytes, over the limit of %d: %s" % (path, size, max_size, path)
+                    )
             return _read_fd(fd, path, offset, length, limit, want_hash)
         finally:
             os.close(fd)

@@ -57,7 +57,13 @@ def op_spawn(args: Dict[str, Any], blob: bytes) -> Reply:
     output_max = get_nonneg(args, "output_max", DEFAULT_OUTPUT_MAX, limit=MAX_OUTPUT_MAX)
     name = get(args, "name", str, None)
     keep_stdin = get(args, "stdin", bool, True)  # extension: false = stdin at EOF from the start
-    proc = Proc(spec, Stream(output_max, ring=True), Stream(output_max, ring=True), name)
+    # "tail" (a task's newest output, for a reader that follows it) or "head" (the first
+    # output_max bytes, as exec keeps them: the host runs exec this way when it moves in chunks).
+    keep = get(args, "keep", str, "tail")
+    if keep not in ("head", "tail"):
+        raise DaemonError("bad_request", "keep must be head or tail")
+    ring = keep == "tail"
+    proc = Proc(spec, Stream(output_max, ring=ring), Stream(output_max, ring=ring), name)
     tbl = table()
     tbl.start(proc, stdin_pipe=keep_stdin or bool(blob), timeout=timeout)
     task_id = tbl.add_task(proc)
@@ -182,6 +188,18 @@ def op_task_signal(args: Dict[str, Any], blob: bytes) -> Reply:
     return {"signalled": tbl.signal(proc, sig, tree) > 0}, b""
 
 
+def op_task_forget(args: Dict[str, Any], blob: bytes) -> Reply:
+    """Drop a task and its kept output, killing it first if it still runs."""
+    tbl = table()
+    proc = tbl.task(args)
+    with proc.cond:
+        running = not proc.finished
+    if running:
+        tbl.signal(proc, signal.SIGKILL, True)
+    tbl.forget(proc)
+    return {"killed": running}, b""
+
+
 def op_task_list(args: Dict[str, Any], blob: bytes) -> Reply:
     tbl = table()
     tasks = []
@@ -204,4 +222,5 @@ OPS: Dict[str, Callable[[Dict[str, Any], bytes], Reply]] = {
     "task_signal": op_task_signal,
     "task_wait": op_task_wait,
     "task_list": op_task_list,
+    "task_forget": op_task_forget,
 }

@@ -210,6 +210,10 @@ class ProcessTable:
 
     # -- tasks
 
+    def forget(self, proc: Proc) -> None:
+        with self._tasks_lock:
+            self.tasks.pop(proc.task_id, None)
+
     def add_task(self, proc: Proc) -> str:
         with self._tasks_lock:
             task_id = "t%d" % next(self._task_ids)

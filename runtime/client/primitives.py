@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
@@ -36,13 +37,15 @@ from runtime.client.models import (
     WriteResult,
 )
 from runtime.config import SessionConfig
-from runtime.errors import CaissonError, DaemonProtocolError, OpError
+from runtime.errors import CaissonError, CallTimeout, DaemonProtocolError, OpError
 from runtime.transport.channel import Channel
 
 M = TypeVar("M", bound=BaseModel)
 
 # Large files move in pieces, so no single frame approaches the reply limit.
 CHUNK = 8 * 1024 * 1024
+# Room a reply frame keeps for its header: outputs that would not fit beside it move in chunks.
+FRAME_HEADROOM = 1024 * 1024
 # Extra time the daemon gets past a command's own timeout to kill the tree and reply.
 EXEC_GRACE = 10.0
 
@@ -187,31 +190,85 @@ class SandboxClient:
             args["user"] = user
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         deadline = (timeout if timeout is not None else 24 * 3600) + EXEC_GRACE
+        if len(data) > CHUNK or stdout_max + stderr_max > self.config.max_frame - FRAME_HEADROOM:
+            return await self._exec_in_chunks(args, data, deadline)
         result, blob = await self.op("exec", args, data, timeout=deadline)
         stdout, stderr = self._split("exec", result, blob)
         return self._model(ExecResult, "exec", {**result, "stdout": stdout, "stderr": stderr})
+
+    async def _exec_in_chunks(self, args: dict[str, Any], stdin: bytes, deadline: float) -> ExecResult:
+        """``exec`` whose stdin or output would not fit one frame: a head-keeping task, its
+        stdin written and its output read in chunks, then forgotten."""
+        out_max, err_max = args.pop("stdout_max"), args.pop("stderr_max")
+        started = time.monotonic()
+        spawned, _ = await self.op("spawn", {**args, "output_max": max(out_max, err_max), "keep": "head"})
+        task_id = str(spawned.get("task_id"))
+        try:
+            with contextlib.suppress(OpError):  # a command that stops reading its stdin: its business
+                for start in range(0, max(len(stdin), 1), CHUNK):
+                    final = start + CHUNK >= len(stdin)
+                    await self.op("task_write", {"task_id": task_id, "close": final}, stdin[start : start + CHUNK])
+            status, _ = await self.op("task_wait", {"task_id": task_id, "timeout": deadline}, timeout=deadline)
+            if status.get("running"):
+                raise CallTimeout(f"exec on session {self.id} did not finish within {deadline:g} s")
+            totals = int(status.get("stdout_offset", 0)), int(status.get("stderr_offset", 0))
+            stdout = await self._drain(task_id, "stdout", min(totals[0], out_max), totals)
+            stderr = await self._drain(task_id, "stderr", min(totals[1], err_max), totals)
+        finally:
+            with anyio.CancelScope(shield=True), contextlib.suppress(CaissonError):
+                await self.op("task_forget", {"task_id": task_id})
+        return self._model(ExecResult, "exec", {
+            **{k: status.get(k) for k in ("exit_code", "signal", "timed_out")},
+            "stdout": stdout.decode("utf-8", "replace"),
+            "stderr": stderr.decode("utf-8", "replace"),
+            "stdout_total": totals[0], "stderr_total": totals[1],
+            "stdout_truncated": totals[0] > out_max, "stderr_truncated": totals[1] > err_max,
+            "duration": round(time.monotonic() - started, 6),
+        })
+
+    async def _drain(self, task_id: str, stream: str, kept: int, totals: tuple[int, int]) -> bytes:
+        """The first ``kept`` bytes of one of a finished task's streams, a chunk per call."""
+        parts: list[bytes] = []
+        got = 0
+        while got < kept:
+            offsets = {"stdout_offset": totals[0], "stderr_offset": totals[1], f"{stream}_offset": got}
+            result, blob = await self.op(
+                "task_read", {"task_id": task_id, **offsets, "max_bytes": min(CHUNK, kept - got)}
+            )
+            first = result.get("stdout_len", 0)
+            piece = blob[:first] if stream == "stdout" else blob[first:]
+            if not piece:
+                break
+            parts.append(piece[: kept - got])
+            got += len(piece)
+        return b"".join(parts)
 
     async def stat(self, path: str, *, follow: bool = True) -> StatResult:
         result, _ = await self.op("stat", {"path": self.resolve(path), "follow": follow})
         return self._model(StatResult, "stat", result)
 
-    async def read_range(self, path: str, offset: int = 0, length: int = -1, *, hash: bool = False) -> ReadResult:
-        """One byte range of a file (at most one chunk), with the file's size and optional sha256."""
+    async def read_range(
+        self, path: str, offset: int = 0, length: int = -1, *, hash: bool = False, max_size: int | None = None
+    ) -> ReadResult:
+        """One byte range of a file (at most one chunk), with the file's size and optional sha256.
+        ``max_size``: refuse (``output_limit``) a file larger than that, unread."""
         if length < 0 or length > CHUNK:
             length = CHUNK
-        result, blob = await self.op(
-            "read", {"path": self.resolve(path), "offset": offset, "length": length, "hash": hash}
-        )
+        args: dict[str, Any] = {"path": self.resolve(path), "offset": offset, "length": length, "hash": hash}
+        if max_size is not None:
+            args["max_size"] = max_size
+        result, blob = await self.op("read", args)
         if len(blob) > length:
             raise DaemonProtocolError(f"daemon of session {self.id} returned more bytes than asked")
         return self._model(ReadResult, "read", {**result, "data": blob})
 
-    async def read_file(self, path: str, offset: int = 0, length: int = -1) -> bytes:
-        """Bytes of a file (or a range of it), fetched in chunks."""
+    async def read_file(self, path: str, offset: int = 0, length: int = -1, *, max_size: int | None = None) -> bytes:
+        """Bytes of a file (or a range of it), fetched in chunks. ``max_size``: a file larger
+        than that fails the call with ``output_limit`` (checked on every chunk: it may grow)."""
         parts: list[bytes] = []
         want = length
         while True:
-            piece = await self.read_range(path, offset, CHUNK if want < 0 else min(want, CHUNK))
+            piece = await self.read_range(path, offset, CHUNK if want < 0 else min(want, CHUNK), max_size=max_size)
             parts.append(piece.data)
             offset += len(piece.data)
             if want >= 0:
