@@ -15,7 +15,8 @@ from runtime.audit import AuditLog
 from runtime.client.models import DaemonInfo
 from runtime.client.primitives import new_session_id
 from runtime.config import RuntimeConfig, SessionConfig
-from runtime.docker import containers, reaper
+from runtime.docker import containers, diff, reaper
+from runtime.docker.diff import WorkspaceDiff
 from runtime.docker.lease import LeaseKeeper
 from runtime.docker.pool import WarmPool
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
@@ -127,6 +128,21 @@ class Runtime:
             raise
         return forks
 
+    async def diff(self, session: Session, path: str | None = None) -> WorkspaceDiff:
+        """What changed beneath ``path`` (default: the workdir) since the session's container
+        started from its image; see :meth:`Session.diff`."""
+        root = session.resolve(path or session.config.workdir)
+        current = await diff.current_tree(session, root)
+        probe = await anyio.to_thread.run_sync(diff.ImageProbe, self.client, session.container_id)
+        try:
+            scan = await anyio.to_thread.run_sync(probe.scan, root, current)
+            for rel in await diff.changed_among(session, root, scan.ambiguous):
+                scan.differing[rel] = await anyio.to_thread.run_sync(probe.old_file, f"{root.rstrip('/')}/{rel}")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(probe.close)
+        return await diff.compare(session, root, scan.differing, scan.paths, current)
+
     async def pool_ready(self, timeout: float = 300.0) -> bool:
         """Wait until the warm pool is full (False on timeout, or when there is no pool)."""
         if self._pool is None:
@@ -153,11 +169,15 @@ class Runtime:
         policy: Policy | None = None,
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
+        from_snapshot: str | None = None,
         **overrides: Any,
     ) -> Session:
         """Start a session; the caller must ``await session.close()`` (or use ``session()``).
 
-        ``overrides`` are SessionConfig fields (``profile="amp"``, ``image=...``, ...)."""
+        ``overrides`` are SessionConfig fields (``profile="amp"``, ``image=...``, ...);
+        ``from_snapshot``: a reference from ``snapshot()`` to start from."""
+        if from_snapshot is not None:
+            overrides["image"] = from_snapshot
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
         handlers = (policy, approval_handler, interaction_handler)
         pooled = self._pool.take() if self._pool is not None and self._pool.fits(cfg) else None
@@ -262,7 +282,7 @@ class Runtime:
             container_id=container_id,
             config=cfg,
             channel=channel,
-            close_hook=self._remove_session,
+            owner=self,
             policy=policy or Policy.from_env(),
             audit=self.audit,
             approval_handler=approval_handler,
@@ -304,7 +324,8 @@ class Runtime:
 
         return ask
 
-    async def _remove_session(self, session: Session) -> None:
+    async def remove(self, session: Session) -> None:
+        """Remove a closed session's container (``Session.close`` calls this)."""
         self._sessions.pop(session.id, None)
         if self._client is not None:
             await anyio.to_thread.run_sync(containers.remove_container, self.client, session.container_id)

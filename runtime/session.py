@@ -9,8 +9,8 @@ a :class:`ToolContext` with just what they need.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any, Protocol
 
 import anyio
 
@@ -19,11 +19,21 @@ from runtime.client import archive
 from runtime.client.primitives import SandboxClient
 from runtime.config import SessionConfig
 from runtime.dispatch import Dispatcher
+from runtime.docker.diff import WorkspaceDiff
 from runtime.policy import ApprovalHandler, GrantStore, Policy
 from runtime.profiles.export import export_tools
 from runtime.tools.base import ToolResult
 from runtime.tools.context import InteractionHandler, ToolContext
 from runtime.transport.channel import Channel
+
+
+class SessionOwner(Protocol):
+    """What a session asks of the runtime that opened it: the work that needs the engine."""
+
+    async def snapshot(self, session: Session) -> str: ...
+    async def fork(self, session: Session, n: int, **overrides: Any) -> list[Session]: ...
+    async def diff(self, session: Session, path: str | None = None) -> WorkspaceDiff: ...
+    async def remove(self, session: Session) -> None: ...
 
 
 class Session(SandboxClient):
@@ -34,14 +44,14 @@ class Session(SandboxClient):
         container_id: str,
         config: SessionConfig,
         channel: Channel,
-        close_hook: Callable[[Session], Awaitable[Any]],
+        owner: SessionOwner,
         policy: Policy,
         audit: AuditLog,
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
     ) -> None:
         super().__init__(session_id=session_id, container_id=container_id, config=config, channel=channel)
-        self._close_hook = close_hook
+        self._owner = owner
         self._closed = False
         self._dispatcher = Dispatcher.create(
             self,
@@ -94,6 +104,21 @@ class Session(SandboxClient):
         """A container file or directory extracted into a host directory."""
         await archive.copy_out_to(self, path, host_dir)
 
+    # ---- engine-side work ---------------------------------------------------------------
+
+    async def snapshot(self) -> str:
+        """This session's files as an image; ``rt.session(from_snapshot=ref)`` starts from it."""
+        return await self._owner.snapshot(self)
+
+    async def fork(self, n: int, **overrides: Any) -> list[Session]:
+        """``n`` independent sessions starting from this one's current files; close each."""
+        return await self._owner.fork(self, n, **overrides)
+
+    async def diff(self, path: str | None = None) -> WorkspaceDiff:
+        """Files added, modified and deleted beneath ``path`` (default: the workdir) since the
+        session's container started from its image, with a unified diff for text files."""
+        return await self._owner.diff(self, path)
+
     # ---- lifecycle ------------------------------------------------------------------
 
     @property
@@ -107,4 +132,4 @@ class Session(SandboxClient):
         self._closed = True
         with anyio.CancelScope(shield=True):
             await self.channel.aclose()
-            await self._close_hook(self)
+            await self._owner.remove(self)

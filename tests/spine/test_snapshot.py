@@ -34,3 +34,53 @@ async def test_fork_carries_state_and_forks_are_isolated(tmp_path: Path) -> None
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False)) as check:
         mine = [i for i in check.client.images.list(name="caisson/snapshot") if i in snapshots]
         assert mine == []
+
+
+async def test_session_snapshot_restores_files_in_a_new_session(rt: Runtime) -> None:
+    async with rt.session() as original:
+        await original.write_file("/workspace/kept.txt", "kept\n")
+        ref = await original.snapshot()
+    async with rt.session(from_snapshot=ref) as restored:
+        assert await restored.read_file("/workspace/kept.txt") == b"kept\n"
+        forks = await restored.fork(1)
+        try:
+            assert await forks[0].read_file("/workspace/kept.txt") == b"kept\n"
+        finally:
+            await forks[0].close()
+
+
+async def test_diff_reports_added_modified_and_deleted_files(rt: Runtime) -> None:
+    async with rt.session() as base:
+        await base.exec(
+            "mkdir -p /workspace/pkg/old && printf 'a\\nb\\nc\\n' > /workspace/pkg/mod.py && "
+            "echo gone > /workspace/pkg/old/x.txt && echo same > /workspace/touched.txt && "
+            "head -c 100 /dev/urandom > /workspace/blob.bin"
+        )
+        ref = await base.snapshot()
+    async with rt.session(from_snapshot=ref) as s:
+        assert (await s.diff()).changes == []
+        await s.exec(
+            "printf 'a\\nB\\nc\\n' > pkg/mod.py && rm -r pkg/old && mkdir -p new && echo hi > new/file.txt && "
+            "touch touched.txt && head -c 50 /dev/urandom > blob.bin"
+        )
+        d = await s.diff()
+        summary = {c.path: c.change for c in d.changes}
+        assert summary == {
+            "pkg/mod.py": "modified",
+            "pkg/old/x.txt": "deleted",
+            "new/file.txt": "added",
+            "blob.bin": "modified",
+        }
+        by_path = {c.path: c for c in d.changes}
+        assert "-b\n+B\n" in by_path["pkg/mod.py"].diff
+        assert by_path["blob.bin"].binary and by_path["blob.bin"].diff == ""
+        assert (by_path["blob.bin"].old_size, by_path["blob.bin"].new_size) == (100, 50)
+        # The patch applies to the snapshot's files and gives the session's.
+        patch = d.patch()
+    async with rt.session(from_snapshot=ref) as check:
+        await check.write_file("/tmp/change.patch", patch)
+        applied = await check.exec(["git", "apply", "/tmp/change.patch"])
+        assert applied.exit_code == 0, applied.stdout + applied.stderr
+        assert await check.read_file("/workspace/pkg/mod.py") == b"a\nB\nc\n"
+        assert await check.read_file("/workspace/new/file.txt") == b"hi\n"
+        assert (await check.stat("/workspace/pkg/old/x.txt")).exists is False
