@@ -103,6 +103,10 @@ class Runtime:
             self._audit.close()
             self._audit = None
 
+    def sessions(self) -> list[Session]:
+        """The sessions this runtime has open."""
+        return list(self._sessions.values())
+
     async def snapshot(self, session: Session) -> str:
         """The session's file system as an image (processes are not kept); open sessions from it
         with ``rt.session(image=ref)``. Snapshots this runtime made are removed when it closes."""
@@ -323,6 +327,18 @@ class Runtime:
             return await anyio.to_thread.run_sync(containers.death_cause, self._client, container_id)
 
         return ask
+
+    async def release(self, session: Session, keep_for: float | None) -> None:
+        """Stop controlling a session but keep its container (see :meth:`Session.detach`)."""
+        self._sessions.pop(session.id, None)
+        keep = session.config.ttl if keep_for is None else min(keep_for, session.config.ttl)
+        # A lease dated in the future keeps the daemon from ending at its grace period.
+        await anyio.to_thread.run_sync(
+            lambda: containers.renew_lease(
+                self.client, session.container_id, gvisor=session.config.gvisor, until=time.time() + keep
+            )
+        )
+        log.debug("session detached", session=session.id, seconds=keep)
 
     async def remove(self, session: Session) -> None:
         """Remove a closed session's container (``Session.close`` calls this)."""

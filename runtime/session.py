@@ -34,6 +34,7 @@ class SessionOwner(Protocol):
     async def fork(self, session: Session, n: int, **overrides: Any) -> list[Session]: ...
     async def diff(self, session: Session, path: str | None = None) -> WorkspaceDiff: ...
     async def remove(self, session: Session) -> None: ...
+    async def release(self, session: Session, keep_for: float | None) -> None: ...
 
 
 class Session(SandboxClient):
@@ -124,6 +125,16 @@ class Session(SandboxClient):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    async def detach(self, keep_for: float | None = None) -> None:
+        """Leave the container running, without this controller, for ``keep_for`` seconds (or
+        until its TTL) so someone can look inside or ``rt.reattach`` it; this object closes."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._owner.release(self, keep_for)
+            await self.channel.aclose()
 
     async def close(self) -> None:
         """Remove the container. Safe to call twice; never raises for an already-dead session."""

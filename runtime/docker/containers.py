@@ -240,14 +240,18 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
         time.sleep(0.1)
 
 
-def renew_lease(client: docker.DockerClient, container_id: str, *, gvisor: bool = False) -> bool:
+def renew_lease(
+    client: docker.DockerClient, container_id: str, *, gvisor: bool = False, until: float | None = None
+) -> bool:
     """Tell a session's daemon its controller lives (a file only root in the container can
-    write, dated now); False when the container is gone. gVisor does not see files the engine
-    copies into a running container, so there the file is touched from inside."""
+    write, dated now, or ``until`` to keep it past its grace); False when the container is gone.
+    gVisor does not see files the engine copies into a running container, so there the file
+    is touched from inside."""
+    stamp = int(until if until is not None else time.time())
     if gvisor:
         try:
             with engine_errors("renewing a session's lease"):
-                exec_id = client.api.exec_create(container_id, ["touch", LEASE_PATH], user="0")["Id"]
+                exec_id = client.api.exec_create(container_id, ["touch", "-d", f"@{stamp}", LEASE_PATH], user="0")["Id"]
                 client.api.exec_start(exec_id)
             return True
         except docker.errors.APIError:
@@ -255,7 +259,7 @@ def renew_lease(client: docker.DockerClient, container_id: str, *, gvisor: bool 
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w") as tar:
         info = tarfile.TarInfo(posixpath.basename(LEASE_PATH))
-        info.mtime = int(time.time())
+        info.mtime = stamp
         tar.addfile(info, io.BytesIO(b""))
     try:
         with engine_errors("renewing a session's lease"):

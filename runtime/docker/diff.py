@@ -16,6 +16,7 @@ import hashlib
 import io
 import posixpath
 import tarfile
+import time
 from collections.abc import Iterator
 from typing import Literal
 
@@ -23,12 +24,14 @@ import docker
 from pydantic import BaseModel
 
 from runtime.client.primitives import SandboxClient
-from runtime.docker.containers import LABEL_EXPIRES, engine_errors
+from runtime.docker.containers import LABEL_EXPIRES, LABEL_SESSION, engine_errors
 from runtime.errors import OpError
 
 # Text larger than this is reported by size, not line by line.
 MAX_TEXT = 1024 * 1024
 MAX_ENTRIES = 500_000
+# Longer than any diff takes: a probe older than this was left by a process that died.
+PROBE_TTL = 3600
 
 
 class FileChange(BaseModel):
@@ -65,14 +68,17 @@ class Scan(BaseModel):
 
 class ImageProbe:
     """An unstarted container of a session's image, to read the files the session started with.
-    Labelled to expire at once, so a reaper removes it if this process dies first."""
+    Labelled to expire soon, so a reaper removes it if this process dies first."""
 
     def __init__(self, client: docker.DockerClient, container_id: str) -> None:
         self._client = client
         with engine_errors("reading a session's image"):
             image = client.api.inspect_container(container_id)["Image"]
             self._id = client.api.create_container(
-                image, command=["true"], network_disabled=True, labels={LABEL_EXPIRES: "0", "caisson.probe": "diff"}
+                image,
+                command=["true"],
+                network_disabled=True,
+                labels={LABEL_SESSION: "diff-probe", LABEL_EXPIRES: f"{time.time() + PROBE_TTL:.0f}"},
             )["Id"]
 
     def close(self) -> None:

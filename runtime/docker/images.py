@@ -78,7 +78,7 @@ def daemon_tar() -> bytes:
     return buf.getvalue()
 
 
-def _has_image(client: docker.DockerClient, ref: str) -> bool:
+def has_image(client: docker.DockerClient, ref: str) -> bool:
     try:
         client.images.get(ref)
         return True
@@ -111,7 +111,7 @@ def _bootstrap_base(client: docker.DockerClient) -> str:
 
 def resolve_base(client: docker.DockerClient) -> str:
     for ref in (LOCAL_BASE, PUBLIC_BASE):
-        if _has_image(client, ref):
+        if has_image(client, ref):
             return ref
     if os.environ.get("CAISSON_OFFLINE") != "1":
         try:
@@ -125,7 +125,7 @@ def resolve_base(client: docker.DockerClient) -> str:
 
 def build_image(client: docker.DockerClient, *, force: bool = False) -> str:
     tag = image_tag()
-    if not force and _has_image(client, tag):
+    if not force and has_image(client, tag):
         log.info("image is up to date", tag=tag)
         return tag
     base = resolve_base(client)
