@@ -180,7 +180,7 @@ class SandboxClient:
         """Run a bash command (str) or an argv (list); wait for it; output decoded as UTF-8."""
         args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
         args.update(
-            cwd=cwd or self.cwd,
+            cwd=self.resolve(cwd) if cwd else self.cwd,
             env=env or {},
             timeout=timeout,
             stdout_max=stdout_max,
@@ -354,7 +354,7 @@ class SandboxClient:
     ) -> SpawnResult:
         """Start a background task; its output is kept in the daemon, readable by offset."""
         args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
-        args.update(cwd=cwd or self.cwd, env=env or {}, timeout=timeout, output_max=output_max, name=name)
+        args.update(cwd=self.resolve(cwd) if cwd else self.cwd, env=env or {}, timeout=timeout, output_max=output_max, name=name)
         if user is not None:
             args["user"] = user
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")

@@ -73,3 +73,11 @@ async def test_each_failure_to_start_has_its_own_code(session: Session, call: di
     with pytest.raises(OpError) as caught:
         await session.exec(**call)  # type: ignore[arg-type]
     assert caught.value.code == code, caught.value.message
+
+
+async def test_a_relative_cwd_resolves_against_the_working_directory_like_file_paths(session: Session) -> None:
+    await session.write_file("sub/dir/f.txt", "x")
+    assert (await session.exec(["ls"], cwd="sub/dir")).stdout == "f.txt\n"
+    task = await session.spawn(["pwd"], cwd="sub")
+    assert (await session.task_wait(task.task_id)).exit_code == 0
+    assert (await session.task_read(task.task_id)).stdout == "/workspace/sub\n"
