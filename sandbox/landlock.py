@@ -1,8 +1,8 @@
 """Landlock confinement of commands: the level the host approved, enforced by the kernel.
 
-A ruleset is built in the daemon (``ruleset_for``) and applied in the child between fork
-and exec with two calls (no_new_privs, landlock_restrict_self); every descendant inherits
-it. Levels:
+A ruleset is built in the daemon (``ruleset_for``) and applied in the command's clone
+before exec (``spawner``) with two calls (no_new_privs, landlock_restrict_self); every
+descendant inherits it. Levels:
 
 * ``safe``: read and execute everywhere; write only /dev/null, /dev/zero, /dev/full, /dev/tty.
 * ``cautious``: as safe, plus every right beneath each of ``write_roots``.

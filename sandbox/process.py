@@ -2,7 +2,6 @@
 
 import contextlib
 import os
-import subprocess
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -21,7 +20,6 @@ class Proc:
         self.out = out
         self.err = err
         self.pid = 0
-        self.popen: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
         self.stdin_fd = -1
         self.stdin_lock = threading.Lock()
         self.stdin_close_pending = False

@@ -14,22 +14,20 @@ A process is *finished* once its main process exited and its pipes reached EOF
 """
 
 import contextlib
-import errno
 import itertools
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
 from .errors import DaemonError, get
 from .ioloop import IOLoop
 from .landlock import ruleset_for
 from .process import Proc
 from .proctree import kill_tree, send, signal_tree
-from .spawn import make_preexec
+from .spawner import Spawner
 
 log = logging.getLogger("caisson.proctable")
 
@@ -40,9 +38,11 @@ class ProcessTable:
     """Starts processes, reaps every child of the daemon, kills trees."""
 
     def __init__(self) -> None:
-        # Held while forking and while reaping: a pid in ``live`` is never reaped
+        # Held while spawning and while reaping: a pid in ``live`` is never reaped
         # (so never reused) while someone holding this lock signals it.
         self.spawn_lock = threading.Lock()
+        # First, while the daemon has no other thread: the spawner is a fork of this process.
+        self.spawner = Spawner()
         self.live: Dict[int, Proc] = {}
         self._have_children = threading.Event()
         self.loop = IOLoop()
@@ -55,74 +55,39 @@ class ProcessTable:
 
     def start(self, proc: Proc, stdin_pipe: bool, timeout: Optional[float]) -> None:
         spec = proc.spec
-        ruleset = -1
-        if spec.confine is not None:
-            ruleset, proc.confined = ruleset_for(spec.confine)
-        try:
-            preexec = make_preexec(spec.user, ruleset)
-            self._start(proc, preexec, stdin_pipe, timeout)
-        finally:
-            if ruleset >= 0:
-                os.close(ruleset)
-
-    def _start(self, proc: Proc, preexec: Callable[[], None], stdin_pipe: bool, timeout: Optional[float]) -> None:
-        spec = proc.spec
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        if stdin_pipe:
-            in_r, in_w = os.pipe()
-        else:
-            in_r, in_w = subprocess.DEVNULL, -1
-        child_ends = [out_w, err_w] + ([in_r] if stdin_pipe else [])
+        in_r, in_w = os.pipe() if stdin_pipe else (-1, -1)
+        ruleset = -1
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        # Set before the fork: the reaper may see the exit before this thread runs
+        # Set before the spawn: the reaper may see the exit before this thread runs
         # again, and must know the pipes are still to be read.
         proc.out.fd = out_r
         proc.err.fd = err_r
         try:
+            if spec.confine is not None:
+                ruleset, proc.confined = ruleset_for(spec.confine)
             with self.spawn_lock:
                 proc.t0 = time.monotonic()
                 proc.started = time.time()
-                popen = subprocess.Popen(
-                    spec.argv,
-                    executable=spec.executable,
-                    stdin=in_r,
-                    stdout=out_w,
-                    stderr=err_w,
-                    cwd=spec.cwd,
-                    env=spec.env,
-                    start_new_session=True,
-                    preexec_fn=preexec,
-                    close_fds=True,
-                )
-                proc.popen = popen
-                proc.pid = popen.pid
+                proc.pid = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset)
                 proc.stdin_fd = in_w
-                self.live[popen.pid] = proc
+                self.live[proc.pid] = proc
                 # Registered before the reaper (which needs this lock) can report the
                 # exit, so the grace timer never sees pipes the loop does not know.
                 self.loop.add(proc)
                 self._have_children.set()
-        except BaseException as exc:
+        except BaseException:
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
             proc.out.fd = proc.err.fd = -1
-            if isinstance(exc, subprocess.SubprocessError):
-                # Only setgroups/setgid/setuid can fail in the child (e.g. no CAP_SETUID).
-                what = "confined " if spec.confine is not None else ""
-                raise DaemonError(
-                    "permission_denied", "cannot run %sas user %s (uid %d)" % (what, spec.user.name, spec.user.uid)
-                ) from None
-            if isinstance(exc, FileNotFoundError):
-                raise DaemonError("command_not_found", "no such command: %s" % spec.argv[0]) from None
-            if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR):
-                raise DaemonError("not_executable", "not an executable file: %s" % spec.argv[0]) from None
             raise
         finally:
-            for fd in child_ends:
-                os.close(fd)
+            for fd in (out_w, err_w, in_r, ruleset):
+                if fd >= 0:
+                    os.close(fd)
         if timeout is not None:
             timer = self.loop.call_at(proc.t0 + timeout, lambda: self._timed_out(proc))
             with proc.cond:
@@ -165,10 +130,7 @@ class ProcessTable:
                         proc.signal = sig
                         proc.exit_t = time.monotonic()
                         proc.ended = time.time()
-                    if proc.popen is not None:
-                        # Popen must never wait for this pid itself: it may be reused later.
-                        proc.popen.returncode = code if code is not None else -(sig or 0)
-                with contextlib.suppress(ChildProcessError):  # Popen reaped a child whose exec failed
+                with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
             if proc is not None:
                 self._exited(proc)

@@ -206,7 +206,7 @@ def _spawn(
     user = user or resolve_user(os.geteuid())
     env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": user.home}
     # The child changes into the directory this descriptor holds, not into a name.
-    spec = Spec(argv, None, "rg (search)", "/proc/self/fd/%d" % root_fd, env, user)
+    spec = Spec(argv, None, "rg (search)", "/proc/self/fd/%d" % root_fd, env, user, cwd_fd=root_fd)
     proc = Proc(spec, Stream(MAX_RG_OUTPUT, ring=False), Stream(64 * 1024, ring=False))
     table().start(proc, stdin_pipe=False, timeout=timeout)
     cancel.track(proc)

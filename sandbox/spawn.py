@@ -1,16 +1,14 @@
-"""How a command is started: its spec (argv, cwd, environment, user, confinement) and what
-runs in the child between fork and exec (Landlock, credentials, subreaper).
+"""What a command is: its spec (argv, cwd, environment, user, confinement), parsed from a
+request (``spawner`` starts it).
 """
 
 import os
 import shlex
 import shutil
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
-from . import landlock
 from .errors import DaemonError, get
 from .landlock import Confine, parse_confine
-from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
 from .users import UserInfo, configure_agent, resolve_user
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -68,7 +66,6 @@ def base_env(user: UserInfo) -> Dict[str, str]:
     return env
 
 
-
 class Spec(NamedTuple):
     argv: List[str]
     executable: Optional[str]
@@ -77,43 +74,7 @@ class Spec(NamedTuple):
     env: Dict[str, str]
     user: UserInfo
     confine: Optional[Confine] = None
-
-
-
-def make_preexec(user: UserInfo, ruleset: int = -1) -> Callable[[], None]:
-    """The function run between fork and exec: only pre-bound calls, no imports or lookups."""
-    prctl_ = prctl
-    euid = os.geteuid()
-    if user.uid != euid and euid != 0:
-        raise DaemonError("permission_denied", "the daemon (uid %d) cannot run commands as uid %d" % (euid, user.uid))
-    change_ids = euid == 0
-    uid, gid, groups = user.uid, user.gid, list(user.groups)
-    setgroups, setgid, setuid = os.setgroups, os.setgid, os.setuid
-
-    restrict = landlock.restrict_self
-    open_, write, close, wronly = os.open, os.write, os.close, os.O_WRONLY
-
-    def preexec() -> None:
-        # The OOM killer's first choice is agent work, never the daemon (raising one's own
-        # score needs no privilege; before Landlock, which would refuse the write; the file
-        # may be missing in some sandboxes).
-        try:
-            fd = open_("/proc/self/oom_score_adj", wronly)
-            write(fd, b"1000")
-            close(fd)
-        except OSError:
-            pass
-        if ruleset >= 0:
-            restrict(ruleset)  # before the rest: none of it runs unconfined
-        if prctl_ is not None:
-            prctl_(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        if change_ids:
-            setgroups(groups)
-            setgid(gid)
-            setuid(uid)
-
-    return preexec
-
+    cwd_fd: int = -1  # a directory descriptor of the daemon's to start in, in place of cwd
 
 
 def parse_spec(args: Dict[str, Any]) -> Spec:

@@ -6,9 +6,11 @@ Bound functions are plain calls afterwards, so they are safe between fork and ex
 
 import ctypes
 import os
+import signal
 from typing import Callable, Optional, Tuple
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 try:
     _libc: Optional[ctypes.CDLL] = ctypes.CDLL(None, use_errno=True)
@@ -37,6 +39,11 @@ def set_subreaper() -> bool:
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def set_parent_death_signal(signum: int) -> bool:
+    """Have the kernel send ``signum`` to the calling process when its parent dies."""
+    return prctl is not None and prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+
+
 def _bind_renameat2() -> Optional[Callable[..., int]]:
     try:
         func = _libc.renameat2  # type: ignore[union-attr]
@@ -62,8 +69,8 @@ rename_noreplace = _bind_renameat2()
 # Numbers that differ between architectures (setgroups, setfsuid, setfsgid); newer calls
 # (openat2 437, landlock 444-446) have one number everywhere.
 _ARCH_NUMBERS = {
-    "x86_64": {"setgroups": 116, "setfsuid": 122, "setfsgid": 123, "setresuid": 117, "setresgid": 119},
-    "aarch64": {"setgroups": 159, "setfsuid": 151, "setfsgid": 152, "setresuid": 147, "setresgid": 149},
+    "x86_64": {"setgroups": 116, "setfsuid": 122, "setfsgid": 123, "setresuid": 117, "setresgid": 119, "clone": 56},
+    "aarch64": {"setgroups": 159, "setfsuid": 151, "setfsgid": 152, "setresuid": 147, "setresgid": 149, "clone": 220},
 }
 SYS_OPENAT2 = 437
 SYS_LANDLOCK_CREATE_RULESET = 444
@@ -95,7 +102,7 @@ def _checked(result: int) -> int:
 # -- per-thread credentials (the raw calls change the calling thread only; glibc's
 # wrappers of setgroups and friends would change every thread of the daemon)
 
-CAN_SWITCH_FS_CREDS = syscall is not None and len(_numbers) == 5
+CAN_SWITCH_FS_CREDS = syscall is not None and bool(_numbers)
 
 
 def setfsuid(uid: int) -> int:
@@ -119,6 +126,23 @@ def setegid_thread(gid: int) -> None:
 def setgroups_thread(groups: Tuple[int, ...]) -> None:
     array = (ctypes.c_uint * max(1, len(groups)))(*groups)
     _checked(syscall(_numbers["setgroups"], ctypes.c_size_t(len(groups)), array))  # type: ignore[misc]
+
+
+# -- clone
+
+CLONE_PARENT = 0x00008000
+
+
+def clone_parent() -> int:
+    """fork(), except that the child is our parent's child (CLONE_PARENT); 0 in the child,
+    the pid in the caller, or -errno. Only for single-threaded callers: the raw system call
+    skips libc's fork handlers."""
+    if syscall is None or "clone" not in _numbers:
+        return -38  # ENOSYS
+    flags = ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD)
+    zero = ctypes.c_ulong(0)
+    pid = int(syscall(_numbers["clone"], flags, zero, zero, zero, zero))
+    return pid if pid >= 0 else -ctypes.get_errno()
 
 
 # -- openat2

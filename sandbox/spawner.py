@@ -1,0 +1,328 @@
+"""The spawner: a small single-threaded process that makes the clones commands run in.
+
+Forking the daemon itself costs milliseconds: its address space is large, other threads
+run, and the child has to run Python between fork and exec. The spawner is forked once,
+before the daemon starts any thread, and then only clones itself, with CLONE_PARENT: each
+clone is the daemon's own child, reaped, timed out and killed by the process table as
+before. A clone is made ahead of need: it starts a new session, raises its OOM score to
+1000 and becomes a child subreaper, then waits on a socket for its command. The daemon
+hands it the command there and the clone sets up stdio, working directory, Landlock,
+groups, gid and uid, and runs exec; so the daemon's wait for a command is the exec alone.
+
+Daemon to spawner: one byte, "make the next clone". Spawner to daemon: the clone's pid and
+errno (0: made), and the daemon's end of the clone's socket as SCM_RIGHTS. Daemon to a
+clone: a 4-byte length and a marshalled request, the command's descriptors (stdout,
+stderr, then stdin, the Landlock ruleset and the directory to start in, when given) as
+SCM_RIGHTS. A clone to the
+daemon: nothing (end of file when exec closed the socket), or the stage that failed and
+its errno.
+"""
+
+import array
+import contextlib
+import errno
+import gc
+import marshal
+import os
+import signal
+import socket
+import struct
+from typing import List, Optional, Tuple
+
+from . import landlock, syscalls
+from .errors import DaemonError, from_oserror
+from .spawn import Spec
+
+_LEN = struct.Struct("<I")
+_MADE = struct.Struct("<ii")  # a clone's pid, errno
+_FAILURE = struct.Struct("<Bi")  # stage, errno: what a clone writes before exiting
+MAX_FDS = 5
+
+STAGE_SETUP, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC = range(1, 6)
+
+
+def exec_paths(spec: Spec) -> List[str]:
+    """Where to look for the program, in order, as execvpe would (PATH of the command's env)."""
+    if spec.executable is not None:
+        return [spec.executable]
+    name = spec.argv[0]
+    if "/" in name:
+        return [name]
+    return [os.path.join(d, name) for d in os.get_exec_path(spec.env)]
+
+
+def credentials(spec: Spec) -> Optional[Tuple[int, int, List[int]]]:
+    """The ids the clone takes (None: it keeps the daemon's)."""
+    euid = os.geteuid()
+    user = spec.user
+    if euid == 0:
+        return user.uid, user.gid, list(user.groups)
+    if user.uid != euid:
+        raise DaemonError("permission_denied", "the daemon (uid %d) cannot run commands as uid %d" % (euid, user.uid))
+    return None
+
+
+def failure(spec: Spec, stage: int, err: int) -> DaemonError:
+    """The daemon error for a clone that failed at ``stage`` with ``err``."""
+    if stage == STAGE_CHDIR:
+        return DaemonError("cwd_not_found", "cwd is not a directory: %s" % spec.cwd)
+    if stage in (STAGE_CONFINE, STAGE_CREDS):
+        what = "confined " if spec.confine is not None else ""
+        return DaemonError(
+            "permission_denied", "cannot run %sas user %s (uid %d)" % (what, spec.user.name, spec.user.uid)
+        )
+    if stage == STAGE_EXEC and err == errno.ENOENT:
+        return DaemonError("command_not_found", "no such command: %s" % spec.argv[0])
+    if stage == STAGE_EXEC and err in (errno.EACCES, errno.ENOEXEC, errno.EISDIR):
+        return DaemonError("not_executable", "not an executable file: %s" % spec.argv[0])
+    return from_oserror(OSError(err, os.strerror(err), spec.argv[0]))
+
+
+class Spawner:
+    """The daemon's end: starts the spawner process and runs commands in its clones."""
+
+    def __init__(self) -> None:
+        self._sock: Optional[socket.socket] = None
+        self._start()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        daemon = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                _serve(theirs, daemon)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self._sock = ours
+        ours.send(b"n")  # the first clone, made while the daemon starts
+
+    def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> int:
+        """Start ``spec`` with these descriptors; its pid. The caller holds the spawn lock
+        (one request at a time, and the reaper cannot reap the pid before it is recorded)."""
+        optional = (stdin, ruleset, spec.cwd_fd)
+        request = (spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec), [fd >= 0 for fd in optional])
+        payload = marshal.dumps(request)
+        data = _LEN.pack(len(payload)) + payload
+        fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
+        for attempt in (0, 1):
+            pid, clone = self._take()
+            try:
+                sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
+                if sent < len(data):
+                    clone.sendall(data[sent:], socket.MSG_NOSIGNAL)
+                report = _recv_upto(clone, _FAILURE.size)  # end of file: exec closed the socket
+            except OSError:
+                if attempt:
+                    raise
+                continue  # this clone died before its command (nothing ran): take the next
+            finally:
+                clone.close()
+            if report:
+                raise failure(spec, *_FAILURE.unpack(report))
+            return pid
+        raise AssertionError("unreachable")
+
+    def _take(self) -> Tuple[int, socket.socket]:
+        """The clone made ahead, and ask for the next one; restarts a spawner that died."""
+        for attempt in (0, 1):
+            sock = self._sock
+            if sock is None:
+                return _fork_clone()
+            fds: List[int] = []
+            try:
+                data, ancillary, _flags, _addr = sock.recvmsg(
+                    _MADE.size, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
+                )
+                fds = _fds_of(ancillary)
+                if len(data) < _MADE.size:
+                    raise EOFError("the spawner is gone")
+                sock.send(b"n")
+            except (OSError, EOFError):
+                for fd in fds:
+                    os.close(fd)
+                if attempt:
+                    raise DaemonError("internal", "cannot start the spawner process") from None
+                # Killed, or out of memory: nothing was started, so start another.
+                sock.close()
+                self._start()
+                continue
+            pid, err = _MADE.unpack(data)
+            if err == errno.ENOSYS:
+                # This kernel (gVisor) ignores CLONE_PARENT: from now on the daemon forks each
+                # clone itself, slower but the same clone.
+                sock.close()
+                self._sock = None
+                return _fork_clone()
+            if err:
+                for fd in fds:
+                    os.close(fd)
+                raise OSError(err, os.strerror(err))
+            return pid, socket.socket(fileno=fds[0])
+        raise AssertionError("unreachable")
+
+
+def _fork_clone() -> Tuple[int, socket.socket]:
+    """A clone forked by the daemon itself (where the spawner cannot make the daemon's children)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        _child(theirs, _shed_daemon(theirs.fileno()))
+    theirs.close()
+    return pid, ours
+
+
+def _fds_of(ancillary: List[Tuple[int, int, bytes]]) -> List[int]:
+    fds = array.array("i")
+    for level, kind, item in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(item[: len(item) - len(item) % fds.itemsize])
+    return list(fds)
+
+
+def _recv_upto(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes, or fewer if the peer closes first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------- the spawner process
+
+
+def _serve(sock: socket.socket, daemon: int) -> None:
+    syscalls.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != daemon:
+        return
+    devnull = _shed_daemon(sock.fileno())
+    while sock.recv(1):
+        try:
+            pid, theirs = _prepare(devnull)
+        except OSError as exc:
+            sock.sendall(_MADE.pack(0, exc.errno or errno.EAGAIN))
+            continue
+        try:
+            sock.sendmsg([_MADE.pack(pid, 0)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
+        finally:
+            theirs.close()
+
+
+def _shed_daemon(keep: int) -> int:
+    """In a fork of the daemon: drop its descriptors (but ``keep``) and signal handlers; a
+    /dev/null descriptor."""
+    gc.disable()  # objects inherited from the daemon may own descriptors closed below
+    # Commands start with default dispositions (Python ignores SIGPIPE and SIGXFSZ; the
+    # daemon installs handlers).
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    for name in os.listdir("/proc/self/fd"):  # the daemon's channel and files are not ours
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+
+
+def _receive(sock: socket.socket) -> Tuple[bytes, List[int]]:
+    """One request (its payload) and its descriptors."""
+    data, ancillary, _flags, _addr = sock.recvmsg(65536, socket.CMSG_SPACE(MAX_FDS * 4))
+    if not data:
+        raise EOFError("peer gone")
+    fds = _fds_of(ancillary)
+    while len(data) < _LEN.size or len(data) < _LEN.unpack_from(data)[0] + _LEN.size:
+        chunk = sock.recv(65536)  # one request per clone: nothing follows it
+        if not chunk:
+            raise EOFError("peer gone")
+        data += chunk
+    return data[_LEN.size :], fds
+
+
+def _prepare(devnull: int) -> Tuple[int, socket.socket]:
+    """A clone (the daemon's child) waiting for its command, and the end to hand it over."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = syscalls.clone_parent()
+    if pid == 0:
+        theirs.close()
+        _child(ours, devnull)
+    ours.close()
+    if pid < 0:
+        theirs.close()
+        raise OSError(-pid, os.strerror(-pid))
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return pid, theirs  # the daemon's child, as asked
+    theirs.close()  # ours: CLONE_PARENT was ignored
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise OSError(errno.ENOSYS, "CLONE_PARENT is not supported here")
+
+
+def _child(sock: socket.socket, devnull: int) -> None:
+    """In the clone: what needs no request first, then wait for the command, set it up and
+    exec it, or report the failing stage. Never returns."""
+    stage, err = STAGE_SETUP, errno.EINVAL
+    try:
+        os.setsid()
+        # The OOM killer's first choice is agent work, never the daemon (raising one's own
+        # score needs no privilege; the file may be missing in some sandboxes).
+        try:
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
+        syscalls.set_subreaper()
+        try:
+            data, fds = _receive(sock)
+        except (OSError, EOFError):
+            os._exit(0)  # the daemon is gone, or made this clone for nothing
+        argv, paths, cwd, env, ids, given = marshal.loads(data)
+        optional = iter(fds[2:])
+        stdin, ruleset, cwd_fd = (next(optional) if present else -1 for present in given)
+        stage = STAGE_CHDIR
+        if cwd_fd >= 0:
+            os.fchdir(cwd_fd)
+        else:
+            os.chdir(cwd)
+        stage = STAGE_SETUP
+        os.dup2(stdin if stdin >= 0 else devnull, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            if fd != ruleset:
+                os.close(fd)
+        if ruleset >= 0:
+            stage = STAGE_CONFINE
+            landlock.restrict_self(ruleset)  # before the ids change: none of it runs unconfined
+            os.close(ruleset)
+        if ids is not None:
+            stage = STAGE_CREDS
+            uid, gid, groups = ids
+            os.setgroups(groups)
+            os.setgid(gid)
+            os.setuid(uid)
+        stage, saved = STAGE_EXEC, 0
+        err = errno.ENOENT
+        for path in paths:  # as execvpe: the first error other than "not there" wins
+            try:
+                os.execve(path, argv, env)
+            except OSError as exc:
+                err = exc.errno or errno.EINVAL
+                if not saved and err not in (errno.ENOENT, errno.ENOTDIR):
+                    saved = err
+        err = saved or err
+    except OSError as exc:
+        err = exc.errno or errno.EINVAL
+    finally:
+        try:
+            sock.send(_FAILURE.pack(stage, err))
+        finally:
+            os._exit(127)
