@@ -3,6 +3,7 @@ mock model, runs in a caisson session; the scorer reads what the command left th
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from inspect_ai import Task, eval
@@ -44,7 +45,10 @@ def test_one_sample_eval_runs_to_completion_in_a_caisson_session(tmp_path: Path)
         scorer=file_says_hello(),
         sandbox=("caisson", CaissonSandboxConfig(pool=0)),
     )
-    [log] = eval(task, model=model, log_dir=str(tmp_path), display="none")
+    # On a thread of its own: eval() runs its own event loop, and an earlier async test's may
+    # still be current on this one.
+    with ThreadPoolExecutor(1) as pool:
+        [log] = pool.submit(eval, task, model=model, log_dir=str(tmp_path), display="none").result()
     assert log.status == "success", log.error
     assert log.results is not None and log.results.scores[0].metrics["accuracy"].value == 1.0
     assert log.samples is not None
