@@ -77,7 +77,7 @@ async def bench_harness(rt: Runtime, s: Session, iterations: int) -> dict[str, A
         forks = await _timed(fork1, lambda: s.fork(1))
         try:
             await forks[0].exec("for f in /workspace/in0/pkg0/*.py; do echo edit >> $f; done")
-            await _timed(diffs, lambda: forks[0].diff("/workspace/in0"))
+            await _timed(diffs, lambda fork=forks[0]: fork.diff("/workspace/in0"))
         finally:
             await forks[0].close()
         del ref
