@@ -7,12 +7,12 @@ containers' cgroups (a local engine only)."""
 from __future__ import annotations
 
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from runtime.bench.stats import burst
 from runtime.runtime import Runtime
 from runtime.session import Session
 
@@ -59,21 +59,13 @@ async def bench_density(sessions: int = 100) -> dict[str, Any]:
             await warm.exec(["true"])
         before = _rss_kib("self")
         opened: list[Session] = []
-        failures: list[str] = []
 
-        async def open_one() -> None:
-            try:
-                s = await rt.open_session()
-                await s.exec(["true"])
-                opened.append(s)
-            except Exception as exc:  # counted and reported
-                failures.append(repr(exc)[:200])
+        async def open_one(_: int) -> None:
+            s = await rt.open_session()
+            opened.append(s)
+            await s.exec(["true"])
 
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(sessions):
-                tg.start_soon(open_one)
-        opening = time.perf_counter() - started
+        opening, failures = await burst(sessions, open_one)
         try:
             await anyio.sleep(2)  # idle: let start-up garbage settle
             controller = max(0, _rss_kib("self") - before) / max(1, len(opened))

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import docker
 
-from runtime.bench.stats import measure_sync, summarize
+from runtime.bench.stats import burst, measure_sync, summarize
 from runtime.config import PoolConfig, RuntimeConfig
 from runtime.docker.images import image_tag
 from runtime.runtime import Runtime
@@ -62,26 +62,15 @@ async def bench_pool(iterations: int, state_dir: str | None = None) -> dict[str,
         fill_started = time.perf_counter()
         full = await rt.pool_ready(timeout=600)
         fill_seconds = time.perf_counter() - fill_started
-        failures: list[str] = []
         samples: list[float] = []
-
-        async def one() -> None:
-            try:
-                await _to_first_command(rt, samples)
-            except Exception as exc:  # counted and reported
-                failures.append(repr(exc)[:200])
-
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(BURST):
-                tg.start_soon(one)
+        wall, failures = await burst(BURST, lambda _: _to_first_command(rt, samples))
         result["burst_from_full_pool"] = {
             "sessions": BURST,
             "pool_was_full": full,
             "pool_fill_seconds": round(fill_seconds, 2),
             # Every session had answered its first command by then (closing them is not counted).
             "all_ready_seconds": round(max(samples) / 1000, 2) if samples else None,
-            "wall_seconds_with_closing": round(time.perf_counter() - started, 2),
+            "wall_seconds_with_closing": round(wall, 2),
             "per_session": summarize(samples) if samples else None,
             "failures": failures,
         }

@@ -13,7 +13,7 @@ from runtime.bench.file_tools import bench_file_tools
 from runtime.bench.harness import bench_harness
 from runtime.bench.pool import bench_pool
 from runtime.bench.shell import bench_bash
-from runtime.bench.stats import measure, measure_sync, summarize
+from runtime.bench.stats import burst, measure, measure_sync, summarize
 from runtime.runtime import Runtime
 from runtime.session import Session
 
@@ -66,22 +66,14 @@ async def bench_audit(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
 
 async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
     """An eval harness's burst: ``sessions`` opened at once, one bash call each, all closed."""
-    failures: list[str] = []
 
     async def episode(i: int) -> None:
-        try:
-            async with rt.session() as s:
-                result = await s.call("bash", {"command": f"echo {i}"})
-                if result.text.strip() != str(i):
-                    failures.append(result.text[:200])
-        except Exception as exc:  # counted, reported; one bad episode must not hide the others
-            failures.append(repr(exc)[:200])
+        async with rt.session() as s:
+            result = await s.call("bash", {"command": f"echo {i}"})
+            if result.text.strip() != str(i):
+                raise AssertionError(result.text[:200])
 
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for i in range(sessions):
-            tg.start_soon(episode, i)
-    seconds = time.perf_counter() - started
+    seconds, failures = await burst(sessions, episode)
     return {
         "sessions": sessions,
         "seconds": round(seconds, 2),

@@ -7,6 +7,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 
 def summarize(samples_ms: list[float]) -> dict[str, float]:
     ordered = sorted(samples_ms)
@@ -38,3 +40,21 @@ def measure_sync(fn: Callable[[], Any], iterations: int, warmup: int = 3) -> dic
         fn()
         samples.append((time.perf_counter() - start) * 1000)
     return summarize(samples)
+
+
+async def burst(n: int, work: Callable[[int], Awaitable[Any]]) -> tuple[float, list[str]]:
+    """``work(0..n-1)`` all at once: wall seconds and the failures (counted and reported: one
+    bad run must not hide the others)."""
+    failures: list[str] = []
+
+    async def one(i: int) -> None:
+        try:
+            await work(i)
+        except Exception as exc:
+            failures.append(repr(exc)[:200])
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, i)
+    return time.perf_counter() - started, failures
