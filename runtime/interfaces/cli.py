@@ -90,6 +90,24 @@ def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     return serve_stdio(**common)
 
 
+def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
+    from runtime.server.serve import Hosted
+    from runtime.server.settings import ServeSettings
+
+    settings = ServeSettings(
+        host=args.host, port=args.port, db=args.db, state_dir=args.state_dir, approval_timeout=args.approval_timeout,
+        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, mcp=not args.no_mcp,
+    )
+
+    def ready(hosted: Hosted) -> None:
+        _out(f"caisson serve: listening on {hosted.url} (console: {hosted.url}/console, API: {hosted.url}/docs)")
+        if hosted.admin_token:
+            # The only time this key is shown: the store keeps its digest alone.
+            _out(f"caisson serve: admin API key (shown once, keep it): {hosted.admin_token}")
+
+    return Hosted(settings).run(on_ready=ready)
+
+
 def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from runtime.profiles import get_profile
     from runtime.profiles.export import export_tools
@@ -176,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=float, default=3600, help="seconds without a call before the sandbox stops; 0 = never"
     )
     mcp.set_defaults(fn=cmd_mcp)
+
+    serve = sub.add_parser("serve", help="serve the hosted-platform HTTP API (tenants, sessions, console, MCP)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default loopback only)")
+    serve.add_argument("--port", type=int, default=8700)
+    serve.add_argument("--db", help="postgresql://user@host/db, or sqlite:///file; default: server.sqlite3 in the state dir")
+    serve.add_argument("--state-dir", help="default: CAISSON_STATE_DIR or ~/.caisson")
+    serve.add_argument("--approval-timeout", type=float, default=300.0, help="seconds a dangerous call waits")
+    serve.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
+    serve.add_argument("--no-mcp", action="store_true", help="do not serve remote MCP at /mcp")
+    serve.set_defaults(fn=cmd_serve)
 
     tools = sub.add_parser("tools", help="export a profile's tool definitions")
     tools.add_argument("--profile", default="caisson")

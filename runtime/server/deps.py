@@ -1,0 +1,75 @@
+"""What a route is given: the server's parts, the caller's principal (from its API key), its
+tenant, and one of its live sessions, each resolved once per request by FastAPI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from runtime.runtime import Runtime
+from runtime.server.approvals import Approvals
+from runtime.server.auth import Forbidden, KeyChecker, Principal
+from runtime.server.metrics import Metrics
+from runtime.server.middleware import RequestLog
+from runtime.server.models import TenantInfo
+from runtime.server.quotas import RateLimiter
+from runtime.server.store import Store
+from runtime.server.tenancy import Live, Tenancy
+
+
+@dataclass
+class ServerContext:
+    runtime: Runtime
+    store: Store
+    keys: KeyChecker
+    tenancy: Tenancy
+    approvals: Approvals
+    metrics: Metrics
+    limiter: RateLimiter
+    requests: RequestLog
+
+
+def context(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.caisson
+    return ctx
+
+
+Ctx = Annotated[ServerContext, Depends(context)]
+
+
+async def principal(request: Request, ctx: Ctx) -> Principal:
+    found = await ctx.keys.check(request.headers.get("authorization"))
+    # The request log names who asked, whatever the answer.
+    request.state.principal = found
+    return found
+
+
+async def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if who.scope != "admin":
+        raise Forbidden("this needs an admin key")
+    return who
+
+
+async def tenant(who: Annotated[Principal, Depends(principal)], ctx: Ctx) -> TenantInfo:
+    if who.tenant_id is None:
+        raise Forbidden("an admin key manages tenants and keys; sessions need a tenant's key")
+    found = await ctx.store.tenant(who.tenant_id)
+    if found is None:
+        raise Forbidden("this key's tenant no longer exists")
+    return found
+
+
+Admin = Annotated[Principal, Depends(admin)]
+Tenant = Annotated[TenantInfo, Depends(tenant)]
+
+
+async def live_session(session_id: str, who: Tenant, ctx: Ctx) -> Live:
+    """One of the caller's open sessions, after counting the operation against its quota."""
+    live = ctx.tenancy.live(who.id, session_id)
+    ctx.limiter.take(who.id, who.quotas.calls_per_minute)
+    return live
+
+
+LiveSession = Annotated[Live, Depends(live_session)]

@@ -1,0 +1,103 @@
+"""How failures are answered: one JSON ``Problem`` per error, with the status a client can
+act on. Another tenant's resource is a plain 404, noted in the request log as an attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from runtime.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
+from runtime.logs import get_logger
+from runtime.server.approvals import AlreadyAnswered
+from runtime.server.auth import Forbidden, Unauthorized
+from runtime.server.deps import ServerContext
+from runtime.server.quotas import QuotaExceeded
+from runtime.server.routes_admin import Conflict
+from runtime.server.tenancy import NotAllowed, NotFound
+
+log = get_logger("caisson.server")
+
+OP_STATUS = {
+    "not_found": 404, "cwd_not_found": 404, "no_such_task": 404, "no_such_user": 400, "command_not_found": 400,
+    "permission_denied": 403, "exists": 409, "conflict": 409, "too_large": 413, "output_limit": 413,
+    "not_a_directory": 400, "is_a_directory": 400, "not_executable": 400, "bad_request": 400,
+}
+
+
+Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
+
+
+def problem(status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
+
+
+def install(app: FastAPI, ctx: ServerContext) -> None:
+    def on(exc_type: type[Exception]) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            app.add_exception_handler(exc_type, fn)
+            return fn
+
+        return register
+
+    @on(Unauthorized)
+    async def unauthorized(request: Request, exc: Exception) -> JSONResponse:
+        return problem(401, "unauthorized", str(exc), {"WWW-Authenticate": "Bearer"})
+
+    @on(Forbidden)
+    async def forbidden(request: Request, exc: Exception) -> JSONResponse:
+        return problem(403, "forbidden", str(exc))
+
+    @on(NotAllowed)
+    async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        return problem(403, "not_allowed", str(exc))
+
+    @on(NotFound)
+    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, NotFound)
+        if exc.foreign:
+            request.state.audit_note = f"cross-tenant: {exc.kind}"
+        return problem(404, "not_found", str(exc))
+
+    @on(QuotaExceeded)
+    async def quota(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, QuotaExceeded)
+        who = getattr(request.state, "principal", None)
+        ctx.metrics.quota_refusals.labels(who.tenant_id if who else "", exc.quota).inc()
+        request.state.audit_note = f"quota: {exc.quota}"
+        return problem(429, "quota_exceeded", str(exc), {"Retry-After": str(exc.retry_after)})
+
+    @on(AlreadyAnswered)
+    @on(Conflict)
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return problem(409, "conflict", str(exc))
+
+    @on(CaissonError)
+    async def caisson(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, CaissonError)
+        if isinstance(exc, OpError):
+            return problem(OP_STATUS.get(exc.code, 400), exc.code, str(exc))
+        if isinstance(exc, CallTimeout):
+            return problem(504, exc.code, str(exc))
+        if isinstance(exc, SessionError):
+            await _forget_dead_session(request, ctx, exc)
+            return problem(410, exc.code, f"{exc}; the session is closed: open a new one")
+        if isinstance(exc, DockerUnavailable):
+            return problem(503, exc.code, str(exc))
+        if isinstance(exc, ImageError):
+            return problem(400, exc.code, str(exc))
+        log.warning("request failed", path=request.url.path, error=str(exc))
+        return problem(400, exc.code, str(exc))
+
+
+async def _forget_dead_session(request: Request, ctx: ServerContext, exc: SessionError) -> None:
+    who = getattr(request.state, "principal", None)
+    session_id = request.path_params.get("session_id")
+    if who is None or who.tenant_id is None or not session_id:
+        return
+    try:
+        live = ctx.tenancy.live(who.tenant_id, session_id)
+    except NotFound:
+        return
+    await ctx.tenancy.dead(live, exc)

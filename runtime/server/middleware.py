@@ -1,0 +1,148 @@
+"""ASGI middleware of the API: request bodies within their limit (413), and one request-log
+record per request naming tenant and key, written in batches off the request's path."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runtime.logs import get_logger
+from runtime.server.auth import KeyChecker, Principal, Unauthorized
+from runtime.server.metrics import Metrics
+from runtime.server.models import RequestRecord
+from runtime.server.store import Store
+
+log = get_logger("caisson.server.requests")
+
+# Polled constantly by monitoring, and saying nothing about tenants.
+UNLOGGED = frozenset({"/metrics", "/healthz"})
+FLUSH_EVERY = 0.5
+
+
+class BodyLimit:
+    """Refuse a declared Content-Length over the limit before reading; count the rest as it
+    arrives (chunked bodies), so an oversized body is never buffered whole."""
+
+    def __init__(self, app: ASGIApp, *, default: int, upload: int) -> None:
+        self.app = app
+        self.default = default
+        self.upload = upload
+
+    def limit_for(self, scope: Scope) -> int:
+        path: str = scope.get("path", "")
+        return self.upload if path.endswith(("/copy-in", "/files")) else self.default
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await _answer_413(scope, send, limit)
+            return
+        seen = 0
+        refused = False
+        started = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:  # the 413 went out instead of whatever the app still says
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        async def counted() -> Message:
+            nonlocal seen, refused
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit and not refused:
+                if not started:
+                    await _answer_413(scope, send, limit)
+                refused = True
+            # The app sees the client leave: it stops reading and its answer is dropped.
+            return {"type": "http.disconnect"} if refused else message
+
+        await self.app(scope, counted, guarded_send)
+
+
+async def _answer_413(scope: Scope, send: Send, limit: int) -> None:
+    scope.setdefault("state", {})["audit_note"] = "body too large"
+    body = f'{{"error":"body_too_large","detail":"the request body is larger than {limit} bytes"}}'.encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestLog:
+    """Buffers request records; ``run`` writes them to the store every half second."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._pending: list[RequestRecord] = []
+
+    def add(self, record: RequestRecord) -> None:
+        self._pending.append(record)
+
+    async def flush(self) -> None:
+        batch, self._pending = self._pending, []
+        if batch:
+            try:
+                await self._store.log_requests(batch)
+            except Exception:  # the API keeps serving; the failure is logged loudly
+                log.exception("writing the request log failed", records=len(batch))
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await anyio.sleep(FLUSH_EVERY)
+                await self.flush()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.flush()
+
+
+class LogRequests:
+    def __init__(self, app: ASGIApp, *, requests: RequestLog, metrics: Metrics, keys: KeyChecker) -> None:
+        self.app = app
+        self.requests = requests
+        self.metrics = metrics
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in UNLOGGED:
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            state = scope.get("state") or {}
+            who: Principal | None = state.get("principal") or await self._who(scope)
+            note = str(state.get("audit_note", ""))[:200]
+            self.metrics.requests.labels(scope["method"], str(status)).inc()
+            self.requests.add(RequestRecord(
+                time=time.time(), tenant_id=who.tenant_id if who else None, key_id=who.key_id if who else None,
+                method=scope["method"], path=scope["path"][:2048], status=status, note=note,
+            ))
+            if note.startswith("cross-tenant"):
+                log.warning("cross-tenant attempt", tenant=who.tenant_id if who else None, path=scope["path"], note=note)
+
+    async def _who(self, scope: Scope) -> Principal | None:
+        """The key of a request answered before a route looked at it (413, 404 of no route)."""
+        header = dict(scope.get("headers") or []).get(b"authorization")
+        if header is None:
+            return None
+        try:
+            return await self.keys.check(header.decode("latin-1"))
+        except Unauthorized:
+            return None

@@ -1,0 +1,184 @@
+"""Request and response bodies of the hosted API: every byte that crosses the HTTP boundary
+is validated into (or rendered from) one of these, and the OpenAPI document is made of them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.audit import AuditEvent
+from runtime.client.models import ExecResult, SpawnResult, TaskOutput, WriteResult
+from runtime.tools.base import ToolResult
+
+__all__ = [
+    "ApprovalAnswerBody",
+    "ApprovalInfo",
+    "AuditEvent",
+    "CallBody",
+    "CreatedKey",
+    "ExecBody",
+    "ExecResult",
+    "ForkBody",
+    "KeyBody",
+    "KeyInfo",
+    "Problem",
+    "Quotas",
+    "RequestRecord",
+    "SessionBody",
+    "SessionInfo",
+    "SessionLimits",
+    "SnapshotInfo",
+    "SpawnBody",
+    "SpawnResult",
+    "TaskOutput",
+    "TenantBody",
+    "TenantInfo",
+    "ToolResult",
+    "WriteResult",
+]
+
+_Id = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+
+
+class _Body(BaseModel):
+    # Unknown fields are a client's mistake worth telling, not something to ignore.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """Every error answer: what went wrong, in a sentence that says what to do."""
+
+    error: str
+    detail: str
+
+
+class Quotas(_Body):
+    max_sessions: int = Field(10, ge=0, le=10_000, description="sessions open at once")
+    max_memory: str = Field("2g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="largest memory limit of one session")
+    calls_per_minute: int = Field(600, ge=0, le=1_000_000, description="session operations a minute, all sessions")
+    images: list[str] | None = Field(None, description="images a session may use; None: the default image only")
+    profiles: list[str] | None = Field(None, description="profiles a session may use; None: any")
+
+
+class TenantBody(_Body):
+    name: str = _Id
+    quotas: Quotas = Field(default_factory=Quotas)
+
+
+class TenantInfo(BaseModel):
+    id: str
+    name: str
+    quotas: Quotas
+    created: float
+
+
+class KeyBody(_Body):
+    label: str = Field("", max_length=200)
+
+
+class KeyInfo(BaseModel):
+    id: str
+    tenant_id: str | None
+    scope: Literal["admin", "tenant"]
+    label: str = ""
+    created: float
+    revoked: bool = False
+
+
+class CreatedKey(KeyInfo):
+    token: str = Field(description="shown once: only its SHA-256 is kept")
+
+
+class SessionLimits(_Body):
+    memory: str | None = Field(None, pattern=r"^[0-9]+[bkmgBKMG]?$")
+    cpus: float | None = Field(None, gt=0, le=64)
+    pids: int | None = Field(None, gt=0, le=100_000)
+
+
+class SessionBody(_Body):
+    image: str | None = Field(None, max_length=300)
+    profile: str = Field("caisson", max_length=64)
+    limits: SessionLimits = Field(default_factory=SessionLimits)
+    ttl: float = Field(3600.0, gt=0, le=7 * 24 * 3600)
+    idle_timeout: float | None = Field(900.0, gt=0, le=7 * 24 * 3600)
+    env: dict[str, str] = Field(default_factory=dict, max_length=200)
+    from_snapshot: str | None = Field(None, max_length=64, description="a snapshot id of this tenant")
+
+
+class SessionInfo(BaseModel):
+    id: str
+    tenant_id: str
+    image: str | None
+    profile: str
+    memory: str
+    state: Literal["open", "closed"]
+    created: float
+    closed: float | None = None
+
+
+class CallBody(_Body):
+    tool: str = Field(min_length=1, max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecBody(_Body):
+    command: str | list[str] = Field(description="a bash command line, or an argv without a shell")
+    timeout: float | None = Field(60.0, gt=0, le=24 * 3600)
+    cwd: str | None = Field(None, max_length=4096)
+    env: dict[str, str] = Field(default_factory=dict, max_length=200)
+    stdin: str | None = None
+
+
+class SpawnBody(_Body):
+    command: str | list[str]
+    timeout: float | None = Field(None, gt=0, le=7 * 24 * 3600)
+    cwd: str | None = Field(None, max_length=4096)
+    env: dict[str, str] = Field(default_factory=dict, max_length=200)
+    name: str | None = Field(None, max_length=200)
+
+
+class SnapshotInfo(BaseModel):
+    id: str
+    tenant_id: str
+    session_id: str
+    created: float
+
+
+class ForkBody(_Body):
+    n: int = Field(1, ge=1, le=16)
+
+
+class ApprovalAnswerBody(_Body):
+    decision: Literal["allow_once", "allow_session", "deny"]
+    message: str | None = Field(None, max_length=2000)
+
+
+class ApprovalInfo(BaseModel):
+    id: str
+    tenant_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    level: str
+    command: str | None = None
+    paths: list[str] = []
+    preview: str = ""
+    reasons: list[str] = []
+    state: Literal["pending", "allow_once", "allow_session", "deny", "expired"]
+    message: str | None = None
+    approver: str | None = None
+    created: float
+    answered: float | None = None
+
+
+class RequestRecord(BaseModel):
+    """One API request as the request log keeps it."""
+
+    time: float
+    tenant_id: str | None
+    key_id: str | None
+    method: str
+    path: str
+    status: int
+    note: str = ""

@@ -1,0 +1,57 @@
+"""Per-tenant quotas: sessions open at once, memory per session, operations per minute. A
+refusal is a :class:`QuotaExceeded`, answered 429 with a Retry-After the client can honour."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+from runtime.server.models import Quotas
+
+WINDOW = 60.0
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+class QuotaExceeded(Exception):
+    def __init__(self, quota: str, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.retry_after = max(1, retry_after)
+
+
+def memory_bytes(text: str) -> int:
+    """Docker's memory notation ("512m", "2g", "1048576") in bytes."""
+    text = text.strip().lower()
+    unit = text[-1] if text and text[-1] in _UNITS else ""
+    return int(text[: len(text) - len(unit)] or 0) * _UNITS[unit]
+
+
+def check_memory(quotas: Quotas, requested: str) -> None:
+    if memory_bytes(requested) > memory_bytes(quotas.max_memory):
+        raise QuotaExceeded(
+            "memory",
+            f"a session of this tenant may have at most {quotas.max_memory} of memory; {requested} was asked",
+            retry_after=60,
+        )
+
+
+class RateLimiter:
+    """A sliding one-minute window of operation times per tenant."""
+
+    def __init__(self) -> None:
+        self._times: dict[str, deque[float]] = {}
+
+    def take(self, tenant_id: str, per_minute: int) -> None:
+        now = time.monotonic()
+        times = self._times.setdefault(tenant_id, deque())
+        while times and times[0] <= now - WINDOW:
+            times.popleft()
+        if len(times) >= per_minute:
+            wait = times[0] + WINDOW - now if times else WINDOW
+            raise QuotaExceeded(
+                "calls_per_minute",
+                f"this tenant may make {per_minute} session operations a minute; try again in {math.ceil(wait)} s",
+                retry_after=math.ceil(wait),
+            )
+        times.append(now)

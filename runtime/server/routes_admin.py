@@ -1,0 +1,64 @@
+"""Tenants and API keys, for admin keys only."""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import APIRouter, status
+
+from runtime.server import auth
+from runtime.server.deps import Admin, Ctx
+from runtime.server.models import CreatedKey, KeyBody, KeyInfo, Quotas, TenantBody, TenantInfo
+from runtime.server.tenancy import NotFound
+
+router = APIRouter(tags=["admin"])
+
+
+class Conflict(Exception):
+    """Answered 409."""
+
+
+@router.post("/tenants", status_code=status.HTTP_201_CREATED)
+async def create_tenant(body: TenantBody, _: Admin, ctx: Ctx) -> TenantInfo:
+    if await ctx.store.tenant_named(body.name) is not None:
+        raise Conflict(f"a tenant named {body.name!r} exists already")
+    return await ctx.store.add_tenant("t-" + secrets.token_hex(6), body.name, body.quotas)
+
+
+@router.get("/tenants")
+async def list_tenants(_: Admin, ctx: Ctx) -> list[TenantInfo]:
+    return await ctx.store.list_tenants()
+
+
+@router.put("/tenants/{tenant_id}/quotas")
+async def set_quotas(tenant_id: str, body: Quotas, _: Admin, ctx: Ctx) -> TenantInfo:
+    if await ctx.store.tenant(tenant_id) is None:
+        raise NotFound("tenant", tenant_id)
+    await ctx.store.set_quotas(tenant_id, body)
+    found = await ctx.store.tenant(tenant_id)
+    assert found is not None
+    return found
+
+
+@router.post("/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
+async def create_key(tenant_id: str, body: KeyBody, _: Admin, ctx: Ctx) -> CreatedKey:
+    if await ctx.store.tenant(tenant_id) is None:
+        raise NotFound("tenant", tenant_id)
+    return await auth.create_key(ctx.store, "tenant", tenant_id, body.label)
+
+
+@router.post("/admin/keys", status_code=status.HTTP_201_CREATED)
+async def create_admin_key(body: KeyBody, _: Admin, ctx: Ctx) -> CreatedKey:
+    return await auth.create_key(ctx.store, "admin", None, body.label)
+
+
+@router.get("/keys")
+async def list_keys(_: Admin, ctx: Ctx, tenant_id: str | None = None) -> list[KeyInfo]:
+    return await ctx.store.list_keys(tenant_id)
+
+
+@router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_key(key_id: str, _: Admin, ctx: Ctx) -> None:
+    if not await ctx.store.revoke_key(key_id):
+        raise NotFound("key", key_id)
+    ctx.keys.forget(key_id)

@@ -1,0 +1,33 @@
+"""The tenant's approval queue: dangerous calls of its sessions wait here for an answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends
+
+from runtime.server.deps import Ctx, Principal, Tenant, principal
+from runtime.server.models import ApprovalAnswerBody, ApprovalInfo
+
+router = APIRouter(tags=["approvals"])
+
+
+@router.get("/approvals")
+async def list_approvals(
+    who: Tenant, ctx: Ctx, state: Literal["pending", "allow_once", "allow_session", "deny", "expired"] | None = "pending"
+) -> list[ApprovalInfo]:
+    return await ctx.store.list_approvals(who.id, state)
+
+
+@router.get("/approvals/{approval_id}")
+async def get_approval(approval_id: str, who: Tenant, ctx: Ctx) -> ApprovalInfo:
+    return await ctx.approvals.get(who.id, approval_id)
+
+
+@router.post("/approvals/{approval_id}")
+async def answer_approval(
+    approval_id: str, body: ApprovalAnswerBody, who: Tenant, ctx: Ctx, key: Annotated[Principal, Depends(principal)]
+) -> ApprovalInfo:
+    """Allow once, allow for the rest of the session, or deny (with a reason the agent sees);
+    the answering key is recorded as the approver."""
+    return await ctx.approvals.answer(who.id, approval_id, body, approver=key.key_id)

@@ -1,0 +1,127 @@
+"""What a tenant does inside one of its sessions: tool calls (policy, approvals, audit), and the
+primitives beneath them, run as the session's agent user: exec, files, tar copies, background
+tasks read by offset, and command output streamed as Server-Sent Events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+
+from runtime.client.models import TaskInfo
+from runtime.errors import OpError
+from runtime.server.deps import Ctx, LiveSession
+from runtime.server.models import (
+    CallBody,
+    ExecBody,
+    ExecResult,
+    SpawnBody,
+    SpawnResult,
+    TaskOutput,
+    ToolResult,
+    WriteResult,
+)
+from runtime.server.streams import sse_task_events
+
+router = APIRouter(tags=["calls"])
+
+Path = Annotated[str, Query(min_length=1, max_length=4096, description="a container path; relative to the workdir")]
+Offset = Annotated[int, Query(ge=0, le=2**62)]
+RAW_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+BYTES_REPLY: dict[int | str, dict[str, Any]] = {200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
+@router.post("/sessions/{session_id}/calls")
+async def call(live: LiveSession, body: CallBody, ctx: Ctx) -> ToolResult:
+    started = time.perf_counter()
+    result = await live.session.call(body.tool, body.args)
+    ctx.metrics.call(result, time.perf_counter() - started)
+    return result
+
+
+@router.post("/sessions/{session_id}/exec")
+async def exec_command(live: LiveSession, body: ExecBody) -> ExecResult:
+    return await live.agent.exec(body.command, timeout=body.timeout, cwd=body.cwd, env=body.env, stdin=body.stdin)
+
+
+@router.get("/sessions/{session_id}/files", response_class=Response, responses=BYTES_REPLY)
+async def read_file(live: LiveSession, path: Path, offset: Offset = 0, length: Annotated[int, Query(ge=-1)] = -1) -> Response:
+    data = await live.agent.read_file(path, offset, length)
+    return Response(data, media_type="application/octet-stream")
+
+
+@router.put("/sessions/{session_id}/files", openapi_extra=RAW_BODY)
+async def write_file(
+    live: LiveSession, request: Request, path: Path,
+    mode: Annotated[int | None, Query(ge=0, le=0o7777)] = None,
+    expected_sha256: Annotated[str | None, Query(pattern=r"^([0-9a-f]{64})?$")] = None,
+) -> WriteResult:
+    return await live.agent.write_file(path, await request.body(), expected_sha256=expected_sha256, mode=mode)
+
+
+@router.post("/sessions/{session_id}/copy-in", status_code=status.HTTP_204_NO_CONTENT, openapi_extra=RAW_BODY)
+async def copy_in(live: LiveSession, request: Request, dest: Path) -> None:
+    """A tar stream extracted into ``dest`` as the agent's files."""
+    await live.session.copy_in(request.stream(), dest)
+
+
+@router.get("/sessions/{session_id}/copy-out", response_class=StreamingResponse, responses=BYTES_REPLY)
+async def copy_out(live: LiveSession, path: Path) -> StreamingResponse:
+    """A container file or directory as a tar stream."""
+    if not (await live.agent.stat(path)).exists:
+        raise OpError("not_found", f"{path} does not exist in the session")
+    return StreamingResponse(live.session.copy_out(path), media_type="application/x-tar")
+
+
+@router.post("/sessions/{session_id}/tasks", status_code=status.HTTP_201_CREATED)
+async def spawn(live: LiveSession, body: SpawnBody) -> SpawnResult:
+    return await live.agent.spawn(body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name)
+
+
+@router.get("/sessions/{session_id}/tasks")
+async def list_tasks(live: LiveSession) -> list[TaskInfo]:
+    return await live.agent.task_list()
+
+
+@router.get("/sessions/{session_id}/tasks/{task_id}")
+async def task_read(
+    live: LiveSession, task_id: str, stdout_offset: Offset = 0, stderr_offset: Offset = 0,
+    wait: Annotated[float, Query(ge=0, le=30)] = 0.0,
+) -> TaskOutput:
+    """Output from the given byte offsets on (nothing lost or repeated); ``wait`` long-polls."""
+    return await live.agent.task_read(task_id, stdout_offset=stdout_offset, stderr_offset=stderr_offset, wait=wait)
+
+
+@router.delete("/sessions/{session_id}/tasks/{task_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def task_kill(live: LiveSession, task_id: str) -> None:
+    await live.agent.task_signal(task_id, "KILL")
+
+
+@router.get("/sessions/{session_id}/tasks/{task_id}/stream", response_class=StreamingResponse)
+async def task_stream(
+    live: LiveSession, task_id: str, request: Request, stdout_offset: Offset = 0, stderr_offset: Offset = 0
+) -> StreamingResponse:
+    """The task's output as Server-Sent Events from the given offsets (or a Last-Event-ID of
+    ``stdout:stderr``), then its exit; reconnecting where the last event left off loses and
+    repeats nothing."""
+    resume = request.headers.get("last-event-id", "")
+    if resume.count(":") == 1 and all(p.isdigit() for p in resume.split(":")):
+        stdout_offset, stderr_offset = (int(p) for p in resume.split(":"))
+    await live.agent.task_read(task_id, stdout_offset=stdout_offset, stderr_offset=stderr_offset, max_bytes=1)
+    return _sse(sse_task_events(live.agent, task_id, stdout_offset, stderr_offset))
+
+
+@router.post("/sessions/{session_id}/exec-stream", response_class=StreamingResponse)
+async def exec_stream(live: LiveSession, body: SpawnBody) -> StreamingResponse:
+    """Start the command as a task and stream its output as Server-Sent Events: first a
+    ``task`` event naming it, then output, then ``exit``. The task outlives a dropped
+    connection (until its timeout): resume with ``GET .../tasks/{task_id}/stream``."""
+    task = await live.agent.spawn(body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name)
+    return _sse(sse_task_events(live.agent, task.task_id, 0, 0, announce=True))
+
+
+def _sse(events: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-store"})

@@ -1,0 +1,68 @@
+"""Sessions: open (within the tenant's allowances), list, look at, close; snapshots and forks;
+the session's tool schemas."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, status
+
+from runtime.server.deps import Ctx, LiveSession, Tenant
+from runtime.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
+
+router = APIRouter(tags=["sessions"])
+
+ToolFormat = Literal["json_schema", "openai", "anthropic", "mcp"]
+
+
+@router.post("/sessions", status_code=status.HTTP_201_CREATED)
+async def create_session(body: SessionBody, who: Tenant, ctx: Ctx) -> SessionInfo:
+    [live] = await ctx.tenancy.open(who, body, ctx.approvals.handler(who.id))
+    return live.info
+
+
+@router.get("/sessions")
+async def list_sessions(who: Tenant, ctx: Ctx, state: Literal["open", "closed"] | None = "open") -> list[SessionInfo]:
+    return await ctx.store.list_sessions(who.id, state)
+
+
+@router.get("/sessions/{session_id}")
+async def get_session(session_id: str, who: Tenant, ctx: Ctx) -> SessionInfo:
+    return await ctx.tenancy.record(who.id, session_id)
+
+
+@router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_session(session_id: str, who: Tenant, ctx: Ctx) -> None:
+    await ctx.tenancy.close(ctx.tenancy.live(who.id, session_id))
+
+
+@router.get("/sessions/{session_id}/tools")
+async def session_tools(live: LiveSession, format: ToolFormat = "json_schema") -> list[dict[str, Any]]:
+    return live.session.tools(format)
+
+
+@router.post("/sessions/{session_id}/snapshot", status_code=status.HTTP_201_CREATED)
+async def snapshot(live: LiveSession, ctx: Ctx) -> SnapshotInfo:
+    return await ctx.tenancy.snapshot(live)
+
+
+@router.post("/sessions/{session_id}/fork", status_code=status.HTTP_201_CREATED)
+async def fork(live: LiveSession, body: ForkBody, who: Tenant, ctx: Ctx) -> list[SessionInfo]:
+    """``n`` new sessions from this one's current files (through a snapshot of them)."""
+    snap = await ctx.tenancy.snapshot(live)
+    cfg = live.session.config
+    opened = await ctx.tenancy.open(
+        who,
+        SessionBody(
+            profile=cfg.profile, from_snapshot=snap.id, ttl=cfg.ttl, idle_timeout=cfg.idle_timeout,
+            env=cfg.env, limits={"memory": live.info.memory},  # type: ignore[arg-type]
+        ),
+        ctx.approvals.handler(who.id),
+        n=body.n,
+    )
+    return [o.info for o in opened]
+
+
+@router.get("/snapshots")
+async def list_snapshots(who: Tenant, ctx: Ctx) -> list[SnapshotInfo]:
+    return await ctx.store.list_snapshots(who.id)

@@ -1,0 +1,95 @@
+"""Running ``caisson serve``: one Runtime, the store, the app under uvicorn, and the
+background work (the request log's writer), all ended together; every session the server
+opened is closed when it stops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import uvicorn
+from fastapi import FastAPI
+
+from runtime.config import RuntimeConfig
+from runtime.logs import get_logger
+from runtime.policy import Policy
+from runtime.runtime import Runtime
+from runtime.server import auth
+from runtime.server.app import create_app
+from runtime.server.approvals import Approvals
+from runtime.server.deps import ServerContext
+from runtime.server.metrics import Metrics
+from runtime.server.middleware import RequestLog
+from runtime.server.quotas import RateLimiter
+from runtime.server.settings import ServeSettings
+from runtime.server.store import Store, database_url
+from runtime.server.tenancy import Tenancy
+
+log = get_logger("caisson.server")
+
+# The policy's own approval deadline stays behind the queue's, so the queue's answer (and
+# its record in the store) is always the one that counts.
+POLICY_TIMEOUT_MARGIN = 10.0
+
+
+class Hosted:
+    """``await Hosted(settings).run()`` serves until ``stop()`` (or a signal, on the main thread)."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
+        self.url: str | None = None
+        # Set when the store had no admin key and one was made at start: shown once.
+        self.admin_token: str | None = None
+        self._server: uvicorn.Server | None = None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def run(self, on_ready: Callable[[Hosted], None] | None = None) -> None:
+        config = RuntimeConfig(state_dir=self.settings.state_dir) if self.settings.state_dir else RuntimeConfig()
+        async with Runtime(config) as rt:
+            store = Store(database_url(self.settings.db, rt.config.state_dir))
+            policy = Policy.from_env()
+            policy = policy.model_copy(update={"approval_timeout": self.settings.approval_timeout + POLICY_TIMEOUT_MARGIN})
+            tenancy = Tenancy(rt, store, policy, self.settings.image)
+            try:
+                if stale := await store.close_all_sessions():
+                    log.info("sessions of a previous run marked closed", sessions=stale)
+                if not await store.has_admin_key():
+                    self.admin_token = (await auth.create_key(store, "admin", None, "made at first start")).token
+                ctx = ServerContext(
+                    runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
+                    approvals=Approvals(store, self.settings.approval_timeout),
+                    metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store),
+                )
+                await self._serve(create_app(ctx, self.settings), ctx.requests, on_ready)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await tenancy.close_all()
+                    store.close()
+
+    async def _serve(self, app: FastAPI, requests: RequestLog, on_ready: Callable[[Hosted], None] | None) -> None:
+        s = self.settings
+        server = self._server = uvicorn.Server(uvicorn.Config(
+            app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
+            ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=5,
+        ))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(requests.run)
+
+            async def announce() -> None:
+                while not server.started:
+                    if server.should_exit:
+                        return
+                    await anyio.sleep(0.02)
+                host, port = server.servers[0].sockets[0].getsockname()[:2]
+                scheme = "https" if s.ssl_certfile else "http"
+                self.url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}"
+                log.info("serving", url=self.url)
+                if on_ready is not None:
+                    on_ready(self)
+
+            tg.start_soon(announce)
+            await server.serve()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,22 @@
+"""How ``caisson serve`` runs: where it listens, where it keeps its state, its limits."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ServeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="interface to listen on; loopback unless told otherwise")
+    port: int = Field(8700, ge=0, le=65535, description="0: any free port")
+    db: str | None = Field(None, description="postgresql://... or sqlite:///...; default: server.sqlite3 in the state dir")
+    state_dir: str | None = Field(None, description="default: the runtime's (CAISSON_STATE_DIR or ~/.caisson)")
+    image: str | None = Field(None, description="image of sessions that name none; default: the built caisson image")
+    max_body: int = Field(16 * 1024 * 1024, gt=0, description="largest request body, bytes")
+    max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest file write or tar copy-in, bytes")
+    approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
+    mcp: bool = Field(True, description="serve Streamable HTTP MCP at /mcp")
+    log_level: str = "warning"
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None

@@ -1,0 +1,275 @@
+"""What the server keeps: tenants, API keys (as digests), the session registry, snapshots,
+approvals and the request log, in SQLite by default or PostgreSQL by URL (SQLAlchemy Core,
+psycopg). Every method runs its statement on a worker thread, so the event loop never waits
+on the database."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from runtime.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
+
+T = TypeVar("T")
+
+meta = sa.MetaData()
+
+tenants = sa.Table(
+    "caisson_tenants", meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("quotas", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
+api_keys = sa.Table(
+    "caisson_api_keys", meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(64), nullable=True),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("label", sa.String(200), nullable=False, default=""),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("revoked", sa.Boolean, nullable=False, default=False),
+)
+sessions = sa.Table(
+    "caisson_sessions", meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(64), nullable=False, index=True),
+    sa.Column("image", sa.String(300), nullable=True),
+    sa.Column("profile", sa.String(64), nullable=False),
+    sa.Column("memory", sa.String(32), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("closed", sa.Float, nullable=True),
+)
+snapshots = sa.Table(
+    "caisson_snapshots", meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(64), nullable=False, index=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("ref", sa.String(300), nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
+approvals = sa.Table(
+    "caisson_approvals", meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(64), nullable=False, index=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("approver", sa.String(64), nullable=True),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("answered", sa.Float, nullable=True),
+)
+requests_log = sa.Table(
+    "caisson_requests", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("tenant_id", sa.String(64), nullable=True, index=True),
+    sa.Column("key_id", sa.String(64), nullable=True),
+    sa.Column("method", sa.String(16), nullable=False),
+    sa.Column("path", sa.String(2048), nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("note", sa.String(200), nullable=False, default=""),
+)
+
+
+def database_url(db: str | None, state_dir: str | Path) -> str:
+    """SQLAlchemy's URL for ``--db``: a PostgreSQL URL (driven by psycopg), an SQLite URL,
+    or by default one SQLite file in the runtime's state directory."""
+    if not db:
+        return f"sqlite:///{Path(state_dir) / 'server.sqlite3'}"
+    for prefix in ("postgresql://", "postgres://"):
+        if db.startswith(prefix):
+            return "postgresql+psycopg://" + db[len(prefix):]
+    return db
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine: Engine = sa.create_engine(url, pool_pre_ping=True, **_engine_options(url))
+        if url.startswith("sqlite"):
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        meta.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    async def _run(self, fn: Callable[[Connection], T]) -> T:
+        def work() -> T:
+            with self.engine.begin() as conn:
+                return fn(conn)
+
+        return await anyio.to_thread.run_sync(work)
+
+    # ---- tenants and keys ---------------------------------------------------------------
+
+    async def add_tenant(self, tenant_id: str, name: str, quotas: Quotas) -> TenantInfo:
+        row = {"id": tenant_id, "name": name, "quotas": quotas.model_dump_json(), "created": time.time()}
+        await self._run(lambda c: c.execute(tenants.insert().values(**row)))
+        return _tenant(row)
+
+    async def tenant(self, tenant_id: str) -> TenantInfo | None:
+        row = await self._run(lambda c: c.execute(tenants.select().where(tenants.c.id == tenant_id)).mappings().first())
+        return _tenant(row) if row else None
+
+    async def tenant_named(self, name: str) -> TenantInfo | None:
+        row = await self._run(lambda c: c.execute(tenants.select().where(tenants.c.name == name)).mappings().first())
+        return _tenant(row) if row else None
+
+    async def list_tenants(self) -> list[TenantInfo]:
+        rows = await self._run(lambda c: c.execute(tenants.select().order_by(tenants.c.created)).mappings().all())
+        return [_tenant(r) for r in rows]
+
+    async def set_quotas(self, tenant_id: str, quotas: Quotas) -> None:
+        stmt = tenants.update().where(tenants.c.id == tenant_id).values(quotas=quotas.model_dump_json())
+        await self._run(lambda c: c.execute(stmt))
+
+    async def add_key(self, key: KeyInfo, digest: str) -> None:
+        row = {**key.model_dump(), "digest": digest}
+        await self._run(lambda c: c.execute(api_keys.insert().values(**row)))
+
+    async def key(self, key_id: str) -> tuple[KeyInfo, str] | None:
+        row = await self._run(lambda c: c.execute(api_keys.select().where(api_keys.c.id == key_id)).mappings().first())
+        if row is None:
+            return None
+        data = dict(row)
+        digest = data.pop("digest")
+        return KeyInfo.model_validate(data), digest
+
+    async def list_keys(self, tenant_id: str | None = None) -> list[KeyInfo]:
+        stmt = api_keys.select().order_by(api_keys.c.created)
+        if tenant_id is not None:
+            stmt = stmt.where(api_keys.c.tenant_id == tenant_id)
+        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
+        return [KeyInfo.model_validate({k: v for k, v in r.items() if k != "digest"}) for r in rows]
+
+    async def revoke_key(self, key_id: str) -> bool:
+        stmt = api_keys.update().where(api_keys.c.id == key_id).values(revoked=True)
+        return bool(await self._run(lambda c: c.execute(stmt).rowcount))
+
+    async def has_admin_key(self) -> bool:
+        stmt = sa.select(sa.func.count()).select_from(api_keys).where(
+            api_keys.c.scope == "admin", api_keys.c.revoked.is_(False)
+        )
+        return bool(await self._run(lambda c: c.execute(stmt).scalar()))
+
+    # ---- sessions and snapshots ---------------------------------------------------------
+
+    async def add_session(self, info: SessionInfo) -> None:
+        await self._run(lambda c: c.execute(sessions.insert().values(**info.model_dump())))
+
+    async def close_session(self, session_id: str) -> None:
+        stmt = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
+            state="closed", closed=time.time()
+        )
+        await self._run(lambda c: c.execute(stmt))
+
+    async def close_all_sessions(self) -> int:
+        """At start: sessions a previous server process left open are gone with it."""
+        stmt = sessions.update().where(sessions.c.state == "open").values(state="closed", closed=time.time())
+        return int(await self._run(lambda c: c.execute(stmt).rowcount))
+
+    async def session(self, session_id: str) -> SessionInfo | None:
+        stmt = sessions.select().where(sessions.c.id == session_id)
+        row = await self._run(lambda c: c.execute(stmt).mappings().first())
+        return SessionInfo.model_validate(dict(row)) if row else None
+
+    async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
+        stmt = sessions.select().order_by(sessions.c.created)
+        if tenant_id is not None:
+            stmt = stmt.where(sessions.c.tenant_id == tenant_id)
+        if state is not None:
+            stmt = stmt.where(sessions.c.state == state)
+        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
+        return [SessionInfo.model_validate(dict(r)) for r in rows]
+
+    async def add_snapshot(self, info: SnapshotInfo, ref: str) -> None:
+        await self._run(lambda c: c.execute(snapshots.insert().values(**info.model_dump(), ref=ref)))
+
+    async def snapshot(self, snapshot_id: str) -> tuple[SnapshotInfo, str] | None:
+        stmt = snapshots.select().where(snapshots.c.id == snapshot_id)
+        row = await self._run(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
+            return None
+        data = dict(row)
+        ref = data.pop("ref")
+        return SnapshotInfo.model_validate(data), ref
+
+    async def list_snapshots(self, tenant_id: str) -> list[SnapshotInfo]:
+        stmt = snapshots.select().where(snapshots.c.tenant_id == tenant_id).order_by(snapshots.c.created)
+        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
+        return [SnapshotInfo.model_validate({k: v for k, v in r.items() if k != "ref"}) for r in rows]
+
+    # ---- approvals ----------------------------------------------------------------------
+
+    async def add_approval(self, info: ApprovalInfo) -> None:
+        body = info.model_dump_json(exclude={"id", "tenant_id", "session_id", "state", "message", "approver", "created", "answered"})
+        row = {k: getattr(info, k) for k in ("id", "tenant_id", "session_id", "state", "created")}
+        await self._run(lambda c: c.execute(approvals.insert().values(**row, body=body)))
+
+    async def answer_approval(self, approval_id: str, state: str, message: str | None, approver: str | None) -> bool:
+        """Answer a pending approval; False if it was answered (or expired) already."""
+        stmt = approvals.update().where(approvals.c.id == approval_id, approvals.c.state == "pending").values(
+            state=state, message=message, approver=approver, answered=time.time()
+        )
+        return bool(await self._run(lambda c: c.execute(stmt).rowcount))
+
+    async def approval(self, approval_id: str) -> ApprovalInfo | None:
+        stmt = approvals.select().where(approvals.c.id == approval_id)
+        row = await self._run(lambda c: c.execute(stmt).mappings().first())
+        return _approval(row) if row else None
+
+    async def list_approvals(self, tenant_id: str, state: str | None = "pending") -> list[ApprovalInfo]:
+        stmt = approvals.select().where(approvals.c.tenant_id == tenant_id).order_by(approvals.c.created)
+        if state is not None:
+            stmt = stmt.where(approvals.c.state == state)
+        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
+        return [_approval(r) for r in rows]
+
+    # ---- request log --------------------------------------------------------------------
+
+    async def log_requests(self, records: list[RequestRecord]) -> None:
+        rows = [r.model_dump() for r in records]
+        await self._run(lambda c: c.execute(requests_log.insert(), rows))
+
+    async def requests(self, tenant_id: str, limit: int = 100) -> list[RequestRecord]:
+        stmt = (
+            requests_log.select().where(requests_log.c.tenant_id == tenant_id).order_by(requests_log.c.id.desc()).limit(limit)
+        )
+        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
+        return [RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"}) for r in reversed(rows)]
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        # Statements run on worker threads; a busy file waits instead of failing at once.
+        return {"connect_args": {"check_same_thread": False, "timeout": 30}}
+    return {"pool_size": 10, "max_overflow": 20}
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _tenant(row: Any) -> TenantInfo:
+    data = dict(row)
+    data["quotas"] = Quotas.model_validate_json(data["quotas"])
+    return TenantInfo.model_validate(data)
+
+
+def _approval(row: Any) -> ApprovalInfo:
+    data = dict(row)
+    return ApprovalInfo.model_validate({**json.loads(data.pop("body")), **data})

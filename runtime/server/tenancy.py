@@ -1,0 +1,162 @@
+"""Which tenant owns what. The live sessions of the server, each bound to its tenant; another
+tenant's id is answered exactly like an id that does not exist (404), and the attempt is
+noted in the request log. Opening a session checks the tenant's allowances first."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import anyio
+
+from runtime.client.models import Confinement
+from runtime.client.primitives import SandboxClient
+from runtime.config import SessionConfig
+from runtime.errors import CaissonError
+from runtime.logs import get_logger
+from runtime.policy import ApprovalHandler, Policy
+from runtime.runtime import Runtime
+from runtime.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
+from runtime.server.quotas import QuotaExceeded, check_memory
+from runtime.server.store import Store
+from runtime.session import Session
+
+log = get_logger("caisson.server")
+
+
+class NotFound(Exception):
+    """Answered 404. ``foreign``: the id exists but is another tenant's (audited)."""
+
+    def __init__(self, kind: str, ident: str, *, foreign: bool = False) -> None:
+        super().__init__(f"no {kind} {ident!r} here")
+        self.kind = kind
+        self.foreign = foreign
+
+
+class NotAllowed(Exception):
+    """A request outside the tenant's allowances that waiting will not cure (403)."""
+
+
+@dataclass
+class Live:
+    session: Session
+    info: SessionInfo
+    # Primitives run as the agent user with its normal rights, like an approved command.
+    agent: SandboxClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        cfg = self.session.config
+        self.agent = self.session.confined(Confinement(user=cfg.agent_user, level="dangerous", network=cfg.network))
+
+
+class Tenancy:
+    def __init__(self, rt: Runtime, store: Store, policy: Policy, default_image: str | None = None) -> None:
+        self._rt = rt
+        self._default_image = default_image
+        self._store = store
+        self._policy = policy
+        self._live: dict[str, Live] = {}
+        self._starting: dict[str, int] = {}
+        self._lock = anyio.Lock()
+
+    # ---- look-ups -----------------------------------------------------------------------
+
+    def live(self, tenant_id: str, session_id: str) -> Live:
+        found = self._live.get(session_id)
+        if found is None or found.info.tenant_id != tenant_id:
+            raise NotFound("session", session_id, foreign=found is not None)
+        return found
+
+    async def record(self, tenant_id: str, session_id: str) -> SessionInfo:
+        """A session of the tenant's, open or closed."""
+        info = await self._store.session(session_id)
+        if info is None or info.tenant_id != tenant_id:
+            raise NotFound("session", session_id, foreign=info is not None)
+        return info
+
+    async def snapshot_ref(self, tenant_id: str, snapshot_id: str) -> str:
+        found = await self._store.snapshot(snapshot_id)
+        if found is None or found[0].tenant_id != tenant_id:
+            raise NotFound("snapshot", snapshot_id, foreign=found is not None)
+        return found[1]
+
+    def counts(self) -> dict[str, int]:
+        """Open sessions per tenant."""
+        counts: dict[str, int] = {}
+        for live in self._live.values():
+            counts[live.info.tenant_id] = counts.get(live.info.tenant_id, 0) + 1
+        return counts
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def open(self, tenant: TenantInfo, body: SessionBody, approvals: ApprovalHandler, n: int = 1) -> list[Live]:
+        """Open ``n`` sessions as ``body`` says, within the tenant's allowances."""
+        quotas = tenant.quotas
+        if quotas.profiles is not None and body.profile not in quotas.profiles:
+            raise NotAllowed(f"profile {body.profile!r} is not allowed for this tenant; allowed: {quotas.profiles}")
+        image = body.image
+        if body.from_snapshot is not None:
+            image = await self.snapshot_ref(tenant.id, body.from_snapshot)
+        elif image is not None and image not in (quotas.images or []):
+            raise NotAllowed(f"image {image!r} is not allowed for this tenant; allowed: {quotas.images or 'the default image'}")
+        memory = body.limits.memory or quotas.max_memory
+        check_memory(quotas, memory)
+        limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory}
+        config = SessionConfig.model_validate({
+            "image": image or self._default_image, "profile": body.profile, "tenant": tenant.id, "ttl": body.ttl,
+            "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,
+        })
+        async with self._lock:
+            held = self.counts().get(tenant.id, 0) + self._starting.get(tenant.id, 0)
+            if held + n > quotas.max_sessions:
+                raise QuotaExceeded(
+                    "sessions",
+                    f"this tenant may have {quotas.max_sessions} sessions open at once and has {held}; close one first",
+                    retry_after=30,
+                )
+            self._starting[tenant.id] = self._starting.get(tenant.id, 0) + n
+        opened: list[Live] = []
+        try:
+            for _ in range(n):
+                session = await self._rt.open_session(config, policy=self._policy, approval_handler=approvals)
+                info = SessionInfo(
+                    id=session.id, tenant_id=tenant.id, image=body.image if body.from_snapshot is None else body.from_snapshot,
+                    profile=body.profile, memory=memory, state="open", created=time.time(),
+                )
+                live = Live(session=session, info=info)
+                self._live[session.id] = live
+                opened.append(live)
+                await self._store.add_session(info)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for live in opened:
+                    await self.close(live)
+            raise
+        finally:
+            self._starting[tenant.id] -= n
+        log.info("sessions opened", tenant=tenant.id, sessions=[o.info.id for o in opened])
+        return opened
+
+    async def close(self, live: Live) -> None:
+        self._live.pop(live.info.id, None)
+        with anyio.CancelScope(shield=True):
+            await live.session.close()
+            await self._store.close_session(live.info.id)
+
+    async def close_all(self) -> None:
+        for live in list(self._live.values()):
+            await self.close(live)
+
+    async def snapshot(self, live: Live) -> SnapshotInfo:
+        ref = await self._rt.snapshot(live.session)
+        info = SnapshotInfo(
+            id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
+        )
+        await self._store.add_snapshot(info, ref)
+        return info
+
+    async def dead(self, live: Live, error: CaissonError) -> None:
+        """A session whose container is gone (TTL, idle timeout, killed) leaves the registry."""
+        log.warning("session ended", session=live.info.id, error=str(error))
+        await self.close(live)

@@ -1,0 +1,221 @@
+"""The hosted API as a platform uses it, against SQLite and against PostgreSQL: keys, sessions,
+tool calls and primitives, tasks, copies, snapshots, forks, approvals, quotas, limits, audit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import docker
+import httpx
+
+from tests.server.harness import Api, TenantKey, tar_of, untar
+
+DANGEROUS = 'python3 -c "print(6 * 7)"'
+
+
+def open_session(c: httpx.Client, **body: Any) -> str:
+    r = c.post("/sessions", json=body)
+    assert r.status_code == 201, r.text
+    sid: str = r.json()["id"]
+    return sid
+
+
+def test_keys_scopes_and_revocation(api: Api) -> None:
+    t = api.tenant("keys")
+    with httpx.Client(base_url=api.url) as anon:
+        assert anon.get("/sessions").status_code == 401
+        assert anon.get("/sessions", headers={"Authorization": "Bearer cai_knope_wrong"}).status_code == 401
+        wrong_secret = t.token[: -4] + "AAAA"
+        assert anon.get("/sessions", headers={"Authorization": f"Bearer {wrong_secret}"}).status_code == 401
+    with t.client() as c:
+        assert c.get("/sessions").json() == []
+        assert c.get("/tenants").status_code == 403          # a tenant key cannot manage tenants
+    with api.admin as admin:
+        assert admin.get("/sessions").status_code == 403     # an admin key has no sessions
+        keys = admin.get("/keys", params={"tenant_id": t.tenant_id}).json()
+        assert [k["id"] for k in keys] == [t.key_id]
+        assert "token" not in keys[0] and "digest" not in keys[0]   # only the digest is kept, never shown
+        assert admin.delete(f"/keys/{t.key_id}").status_code == 204
+    with t.client() as c:
+        assert c.get("/sessions").status_code == 401
+
+
+def test_session_primitives_tools_and_close(api: Api, docker_engine: docker.DockerClient) -> None:
+    t = api.tenant("prims")
+    with t.client() as c:
+        sid = open_session(c)
+        assert [s["id"] for s in c.get("/sessions").json()] == [sid]
+        [container] = docker_engine.containers.list(filters={"label": f"caisson.session={sid}"})
+        assert container.labels["caisson.tenant"] == t.tenant_id
+
+        run = c.post(f"/sessions/{sid}/exec", json={"command": "echo hi; id -un; exit 3"}).json()
+        assert (run["stdout"], run["exit_code"]) == ("hi\nagent\n", 3)
+
+        assert c.put(f"/sessions/{sid}/files", params={"path": "notes/a.bin"}, content=b"\x00\x01" * 50).status_code == 200
+        assert c.get(f"/sessions/{sid}/files", params={"path": "/workspace/notes/a.bin"}).content == b"\x00\x01" * 50
+        missing = c.get(f"/sessions/{sid}/files", params={"path": "nope.txt"})
+        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+        edited = c.post(f"/sessions/{sid}/calls", json={"tool": "write_file", "args": {"path": "/workspace/x.py", "content": "x = 1\n"}})
+        assert edited.json()["ok"] is True and edited.json()["decision"] in ("allow", "warn")
+        denied = c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "rm -rf /"}}).json()
+        assert denied["ok"] is False and denied["decision"] == "denied"
+
+        schemas = c.get(f"/sessions/{sid}/tools", params={"format": "openai"}).json()
+        assert any(s["function"]["name"] == "bash" for s in schemas)
+
+        task = c.post(f"/sessions/{sid}/tasks", json={"command": "printf abc; sleep 0.3; printf def"}).json()
+        first = c.get(f"/sessions/{sid}/tasks/{task['task_id']}", params={"wait": 5}).json()
+        assert first["stdout"].startswith("abc")
+        rest = c.get(f"/sessions/{sid}/tasks/{task['task_id']}", params={"stdout_offset": first["stdout_offset"], "wait": 5}).json()
+        while rest["running"] or not (first["stdout"] + rest["stdout"]).endswith("def"):
+            more = c.get(f"/sessions/{sid}/tasks/{task['task_id']}", params={"stdout_offset": rest["stdout_offset"], "wait": 2}).json()
+            rest = {**more, "stdout": rest["stdout"] + more["stdout"]}
+        assert first["stdout"] + rest["stdout"] == "abcdef"
+
+        tar = tar_of({"repo/a.txt": b"alpha\n", "repo/sub/b.txt": b"beta\n"})
+        assert c.post(f"/sessions/{sid}/copy-in", params={"dest": "/workspace/in"}, content=tar).status_code == 204
+        assert c.get(f"/sessions/{sid}/files", params={"path": "in/repo/sub/b.txt"}).content == b"beta\n"
+        out = untar(c.get(f"/sessions/{sid}/copy-out", params={"path": "/workspace/in/repo"}).content)
+        assert out == {"./a.txt": b"alpha\n", "./sub/b.txt": b"beta\n"}
+
+        assert c.delete(f"/sessions/{sid}").status_code == 204
+        assert c.get(f"/sessions/{sid}").json()["state"] == "closed"
+        assert c.post(f"/sessions/{sid}/exec", json={"command": "true"}).status_code == 404
+    assert docker_engine.containers.list(filters={"label": f"caisson.session={sid}"}) == []
+
+
+def test_snapshot_and_fork(api: Api) -> None:
+    t = api.tenant("snaps")
+    with t.client() as c:
+        sid = open_session(c)
+        c.put(f"/sessions/{sid}/files", params={"path": "state.txt"}, content=b"v1")
+        snap = c.post(f"/sessions/{sid}/snapshot").json()
+        assert [s["id"] for s in c.get("/snapshots").json()] == [snap["id"]]
+        restored = open_session(c, from_snapshot=snap["id"])
+        assert c.get(f"/sessions/{restored}/files", params={"path": "state.txt"}).content == b"v1"
+        forks = c.post(f"/sessions/{sid}/fork", json={"n": 2}).json()
+        assert len(forks) == 2
+        c.put(f"/sessions/{forks[0]['id']}/files", params={"path": "state.txt"}, content=b"fork0")
+        assert c.get(f"/sessions/{forks[1]['id']}/files", params={"path": "state.txt"}).content == b"v1"
+        for s in [sid, restored, *(f["id"] for f in forks)]:
+            assert c.delete(f"/sessions/{s}").status_code == 204
+
+
+def wait_for_pending(c: httpx.Client, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = c.get("/approvals").json()
+        if pending:
+            found: dict[str, Any] = pending[0]
+            return found
+        time.sleep(0.1)
+    raise AssertionError("no approval was asked for")
+
+
+def call_in_thread(t: TenantKey, sid: str, args: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        with t.client() as c:
+            box["result"] = c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": args}).json()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, box
+
+
+def test_dangerous_call_waits_for_its_approval(api: Api) -> None:
+    t = api.tenant("approve")
+    with t.client() as c:
+        sid = open_session(c)
+        thread, box = call_in_thread(t, sid, {"command": DANGEROUS})
+        pending = wait_for_pending(c)
+        assert pending["tool"] == "bash" and pending["command"] == DANGEROUS and pending["session_id"] == sid
+        assert thread.is_alive()                       # the call waits for the answer
+        answered = c.post(f"/approvals/{pending['id']}", json={"decision": "allow_once"}).json()
+        assert answered["state"] == "allow_once" and answered["approver"] == t.key_id
+        thread.join(30)
+        assert box["result"]["ok"] is True and box["result"]["text"].strip() == "42"
+        assert box["result"]["decision"] == "approved"
+        assert c.post(f"/approvals/{pending['id']}", json={"decision": "deny"}).status_code == 409
+
+        thread, box = call_in_thread(t, sid, {"command": DANGEROUS})
+        pending = wait_for_pending(c)
+        c.post(f"/approvals/{pending['id']}", json={"decision": "deny", "message": "not on a Friday"})
+        thread.join(30)
+        assert box["result"]["ok"] is False and "not on a Friday" in box["result"]["text"]
+        events = c.get("/audit", params={"session_id": sid, "tool": "bash"}).json()
+        assert [e["decision"] for e in events] == ["approved", "denied"]
+        assert all(e["tenant"] == t.tenant_id for e in events)
+        c.delete(f"/sessions/{sid}")
+
+
+def test_quotas_answer_429_with_retry_after(api: Api) -> None:
+    t = api.tenant("quota", max_sessions=1, max_memory="512m", calls_per_minute=4)
+    with t.client() as c:
+        big = c.post("/sessions", json={"limits": {"memory": "1g"}})
+        assert big.status_code == 429 and int(big.headers["Retry-After"]) > 0 and "512m" in big.json()["detail"]
+        sid = open_session(c)
+        second = c.post("/sessions", json={})
+        assert second.status_code == 429 and int(second.headers["Retry-After"]) > 0
+        statuses = [c.post(f"/sessions/{sid}/exec", json={"command": "true"}).status_code for _ in range(5)]
+        assert statuses == [200, 200, 200, 200, 429]
+        limited = c.post(f"/sessions/{sid}/exec", json={"command": "true"})
+        assert 0 < int(limited.headers["Retry-After"]) <= 60
+        assert c.delete(f"/sessions/{sid}").status_code == 204
+        assert c.post("/sessions", json={"image": "alpine:latest"}).status_code == 403
+        sid = open_session(c)                          # the slot is free again
+        c.delete(f"/sessions/{sid}")
+    metrics = httpx.get(f"{api.url}/metrics").text
+    for quota in ("memory", "sessions", "calls_per_minute"):
+        assert f'caisson_quota_refusals_total{{quota="{quota}",tenant="{t.tenant_id}"}}' in metrics
+
+
+def test_body_size_limit(api: Api) -> None:
+    t = api.tenant("body")
+    with t.client() as c:
+        huge = {"tool": "bash", "args": {"command": "x" * (17 * 1024 * 1024)}}
+        r = c.post("/sessions/s-any/calls", json=huge)
+        assert r.status_code == 413
+
+        def chunks() -> Any:                           # no Content-Length: counted as it arrives
+            for _ in range(18):
+                yield b"x" * (1024 * 1024)
+
+        assert c.post("/sessions", content=chunks(), headers={"content-type": "application/json"}).status_code == 413
+    records = t.client().get("/audit/requests").json()
+    assert [r["status"] for r in records][-2:] == [413, 413]
+
+
+def test_requests_are_logged_with_tenant_and_key(api: Api) -> None:
+    t = api.tenant("log")
+    with t.client() as c:
+        c.get("/sessions")
+        c.get("/approvals")
+        records = c.get("/audit/requests").json()
+    assert [(r["method"], r["path"], r["status"]) for r in records[:2]] == [("GET", "/sessions", 200), ("GET", "/approvals", 200)]
+    assert {(r["tenant_id"], r["key_id"]) for r in records} == {(t.tenant_id, t.key_id)}
+
+
+def test_state_survives_a_restart(api: Api, tmp_path_factory: Any) -> None:
+    """Tenants and keys live in the store: a new server process on the same database knows
+    them, and sessions the old one had open are marked closed."""
+    from tests.server.conftest import start_server
+
+    t = api.tenant("restart")
+    with t.client() as c:
+        sid = open_session(c)
+    db = api.server.hosted.settings.db
+    state = tmp_path_factory.mktemp("restart")
+    other = start_server(state, api.server.hosted.settings.image or "", db=db or f"sqlite:///{api.server.hosted.settings.state_dir}/server.sqlite3")
+    try:
+        assert other.hosted.admin_token is None        # the store has an admin key already
+        with httpx.Client(base_url=other.url, headers=t.headers) as c2:
+            assert c2.get(f"/sessions/{sid}").json()["state"] == "closed"
+    finally:
+        other.stop()
+    with t.client() as c:
+        c.delete(f"/sessions/{sid}")
