@@ -17,6 +17,7 @@ from runtime.client.primitives import new_session_id
 from runtime.config import RuntimeConfig, SessionConfig
 from runtime.docker import containers, diff, reaper
 from runtime.docker.diff import WorkspaceDiff
+from runtime.docker.disk_watch import DiskWatch
 from runtime.docker.lease import LeaseKeeper
 from runtime.docker.pool import WarmPool
 from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
@@ -44,6 +45,7 @@ class Runtime:
         self._state = Path(self.config.state_dir)
         self._pool: WarmPool | None = None
         self._leases: LeaseKeeper | None = None
+        self._disk: DiskWatch | None = None
         self._snapshots: list[str] = []
 
     @property
@@ -73,7 +75,19 @@ class Runtime:
             self._pool.start()
         self._leases = LeaseKeeper(self.client, self._leased)
         self._leases.start()
+        self._disk = DiskWatch(self.client, self.config.owner, self._soft_quotas)
+        self._disk.start()
         return self
+
+    def _soft_quotas(self) -> dict[str, int]:
+        """Sessions whose disk quota the host must enforce itself (the engine cannot)."""
+        if self._client is None or containers.disk_quotas(self._client, strict=False):
+            return {}
+        return {
+            s.container_id: containers.parse_bytes(s.config.limits.disk)
+            for s in list(self._sessions.values())
+            if s.config.limits.disk
+        }
 
     def _leased(self) -> dict[str, tuple[float, bool]]:
         """The containers this controller keeps alive: grace period, and whether under gVisor."""
@@ -90,6 +104,9 @@ class Runtime:
             if self._leases is not None:
                 await anyio.to_thread.run_sync(self._leases.stop)
                 self._leases = None
+            if self._disk is not None:
+                await anyio.to_thread.run_sync(self._disk.stop)
+                self._disk = None
             if self._pool is not None:
                 await anyio.to_thread.run_sync(self._pool.close)
                 self._pool = None
@@ -322,6 +339,8 @@ class Runtime:
 
     def _death_cause(self, container_id: str) -> Callable[[], Awaitable[str | None]]:
         async def ask() -> str | None:
+            if self._disk is not None and container_id in self._disk.reasons:
+                return self._disk.reasons[container_id]
             if self._client is None:
                 return None
             return await anyio.to_thread.run_sync(containers.death_cause, self._client, container_id)

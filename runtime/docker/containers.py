@@ -77,7 +77,7 @@ class CreatedContainer:
     injected: bool
 
 
-def _parse_bytes(size: str) -> int:
+def parse_bytes(size: str) -> int:
     units = {"k": 1024, "m": 1024**2, "g": 1024**3}
     size = size.strip().lower().rstrip("b")
     if size and size[-1] in units:
@@ -127,7 +127,7 @@ def _create_container(
     if config.image is None and injected:
         raise ImageError(f"the default image {image} is missing: build it with `caisson image build`")
     expires = f"{time.time() + config.ttl:.0f}"
-    memory = _parse_bytes(config.limits.memory)
+    memory = parse_bytes(config.limits.memory)
     env = {
         "PYTHONPATH": DAEMON_PARENT,
         "PYTHONDONTWRITEBYTECODE": "1",

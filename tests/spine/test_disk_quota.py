@@ -1,18 +1,21 @@
 """Disk limits: where the engine can bound a container's disk (overlay2 on an XFS data-root
 with project quotas), writes stop at limits.disk and other sessions keep working; where it
-cannot, ``strict_quotas`` refuses to start a session and the default starts it with a warning.
-Each run exercises the branch its engine offers and prints which one it was."""
+cannot, ``strict_quotas`` refuses to start a session, and the default starts it under the
+host's own (soft) quota, which ends a session that writes past it. Each run exercises the
+branch its engine offers and prints which one it was."""
 
 from __future__ import annotations
 
 import os
+import time
 
+import anyio
 import pytest
 
 from runtime import Runtime
 from runtime.config import Limits
 from runtime.docker import containers
-from runtime.errors import SessionError
+from runtime.errors import DaemonDied, SessionError
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +42,27 @@ async def _unbounded_engine_is_refused_when_strict(rt: Runtime) -> None:
     assert "strict_quotas" in str(refused.value) and "caisson doctor" in str(refused.value)
     async with rt.session() as s:
         assert (await s.exec("echo started")).stdout == "started\n"
+    await _host_quota_ends_a_session_that_writes_past_it(rt)
+
+
+async def _host_quota_ends_a_session_that_writes_past_it(rt: Runtime) -> None:
+    total = 4000  # MB the attacker tries to write
+    async with rt.session(limits=Limits(disk=f"{QUOTA_MB}m")) as s, rt.session() as other:
+        await s.spawn(f"dd if=/dev/zero of=/workspace/fill bs=1M count={total}; sync")
+        seen, started, error = 0, time.monotonic(), None
+        while time.monotonic() - started < 60:
+            try:
+                got = await s.exec("stat -c %s /workspace/fill 2>/dev/null || echo 0")
+                seen = max(seen, int(got.stdout) // 2**20)
+            except DaemonDied as exc:
+                error = str(exc)
+                break
+            await anyio.sleep(0.1)
+        print(f"host-enforced quota {QUOTA_MB} MB: session ended after {time.monotonic() - started:.1f} s, "
+              f"having written at least {seen} MB of the {total} MB tried")
+        assert error is not None and "disk quota" in error and "caisson doctor" in error
+        assert seen < total
+        assert (await other.exec("echo still here")).stdout == "still here\n"
 
 
 async def _writes_stop_at_the_quota(rt: Runtime) -> None:
