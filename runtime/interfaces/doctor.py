@@ -48,7 +48,8 @@ def _engine(client: docker.DockerClient) -> tuple[Check, Check, Check]:
     quota = (
         Check("disk quota", "ok", f"overlay2 on {fs}: per-session disk limits can be enforced")
         if info.get("Driver") == "overlay2" and fs == "xfs"
-        else Check("disk quota", "warn", f"{info.get('Driver')} on {fs}: one session can fill the engine's disk",
+        else Check("disk quota", "warn", f"{info.get('Driver')} on {fs}: no hard per-session disk limit; the controller "
+                   "ends a session over limits.disk about a second after it goes over (a soft bound)",
                    "give dockerd a data-root on XFS mounted with pquota (scripts/setup.sh does, for its own dockerd)")
     )
     return engine, gvisor, quota
