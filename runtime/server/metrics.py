@@ -46,8 +46,10 @@ class Metrics:
 
     def call(self, result: ToolResult, seconds: float) -> None:
         outcome = "ok" if result.ok else (result.error.code if result.error else "error")
-        self.calls.labels(result.tool or "unknown", result.decision or "none", outcome).inc()
-        self.latency.labels(result.tool or "unknown").observe(seconds)
+        # A name the profile does not know is the caller's text: one label for all of them.
+        tool = "unknown" if outcome == "unknown_tool" or not result.tool else result.tool
+        self.calls.labels(tool, result.decision or "none", outcome).inc()
+        self.latency.labels(tool).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
