@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 from runtime.audit import AuditEvent, AuditLog
-from runtime.client.models import Confinement
+from runtime.client.models import Confinement, StatResult
 from runtime.client.primitives import SandboxClient
 from runtime.errors import CaissonError, OpError
 from runtime.logs import get_logger
@@ -39,7 +39,7 @@ from runtime.policy import (
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
 from runtime.tools.base import ToolError, ToolResult
-from runtime.tools.context import InteractionHandler, ToolContext
+from runtime.tools.context import InteractionHandler, Probe, ToolContext
 
 log = get_logger(__name__)
 
@@ -182,7 +182,9 @@ class Dispatcher:
             network=self.client.config.network,
         )
 
-    def context(self, call_id: str = "", confinement: Confinement | None = None) -> ToolContext:
+    def context(
+        self, call_id: str = "", confinement: Confinement | None = None, probes: dict[str, Probe] | None = None
+    ) -> ToolContext:
         """What a handler of this session is given for call ``call_id``; by default (a handler
         called directly by the embedding program) it works with the agent's own rights."""
         return ToolContext(
@@ -193,27 +195,33 @@ class Dispatcher:
             interaction_handler=self.interaction_handler,
             permissions=self.engine,
             catalog=self.profile.catalog,
+            probes=probes or {},
         )
 
-    async def _resolve(self, path: str) -> ResolvedPath:
-        """The real path inside the container, symbolic links included, for the policy."""
+    async def _resolve(self, path: str, prefetch: int = 0) -> tuple[ResolvedPath, Probe | None]:
+        """The real path inside the container, symbolic links included, for the policy; and
+        what the one stat that found it learned (with ``prefetch`` bytes of a regular file)."""
         lexical = self.client.resolve(path)
-        probe, tail = lexical, ""
-        # Resolve the deepest existing ancestor, so a new file under a symlinked dir is caught.
-        for _ in range(64):
-            try:
-                st = await self._agent.stat(probe)
-            except OpError:
-                st = None
-            if st is not None and st.exists and st.realpath:
-                real = posixpath.normpath(posixpath.join(st.realpath, tail)) if tail else st.realpath
-                links = st.nlink if st.type == "file" and not tail else 1
-                return ResolvedPath(requested=lexical, resolved=real, links=links)
-            if probe == "/":
-                break
-            probe, name = posixpath.split(probe)
-            tail = posixpath.join(name, tail) if tail else name
-        return ResolvedPath(requested=lexical, resolved=lexical)
+        try:
+            # ``nearest``: a new file's real path is its deepest existing ancestor's, so a new
+            # file under a symlinked directory is caught.
+            result, head = await self._agent.op("stat", {"path": lexical, "nearest": True, "read": prefetch})
+        except OpError:
+            if lexical == "/":
+                return ResolvedPath(requested=lexical, resolved=lexical), None
+            # Not the agent's to see: resolve the parent and keep the name.
+            parent, name = posixpath.split(lexical)
+            above, _ = await self._resolve(parent)
+            return ResolvedPath(requested=lexical, resolved=posixpath.join(above.resolved, name)), None
+        st = StatResult.model_validate(result)
+        if st.exists and st.realpath:
+            links = st.nlink if st.type == "file" else 1
+            read = "read_eof" in result
+            probe = Probe(st, head if read else None, read and result["read_eof"] is True)
+            return ResolvedPath(requested=lexical, resolved=st.realpath, links=links), probe
+        nearest = result.get("nearest")
+        real = posixpath.normpath(nearest) if isinstance(nearest, str) else lexical
+        return ResolvedPath(requested=lexical, resolved=real), Probe(st)
 
     async def call(self, name: str, raw_args: dict[str, Any]) -> ToolResult:
         """One tool call, always answered and always audited once, whatever goes wrong."""
@@ -256,13 +264,14 @@ class Dispatcher:
             return self._finish(request, ptool, ToolResult.failure("arguments_too_large", problem), started)
         canonical = ptool.canonical
         url = urlsplit(canonical.url(canonical_args) or "")
+        found = [await self._resolve(p, canonical.prefetch) for p in canonical.paths(canonical_args) if p]
         request = request.model_copy(
             update={
                 "domain": (url.hostname or "").lower() or None,
                 "query": bool(url.query),
                 "tool": canonical.name,
                 "level": ptool.effective_level,
-                "paths": [await self._resolve(p) for p in canonical.paths(canonical_args) if p],
+                "paths": [resolved for resolved, _ in found],
                 "command": canonical.command(canonical_args),
                 "cwd": self.client.cwd,
                 "access": canonical.access,
@@ -272,7 +281,9 @@ class Dispatcher:
         decision = await self.engine.decide(request)
         if decision.allowed:
             confinement = self.confinement(decision.level, request.paths)
-            result = await self._run(ptool, canonical_args, self.context(request.call_id, confinement))
+            # What the probes read is handed on only now, the call allowed.
+            probes = {resolved.requested: probe for resolved, probe in found if probe is not None}
+            result = await self._run(ptool, canonical_args, self.context(request.call_id, confinement, probes))
         else:
             result = ToolResult.failure("permission_denied", decision.message)
         return self._finish(request, ptool, ptool.present(result, args), started, decision)

@@ -18,7 +18,7 @@ from .fscommon import CHUNK, abspath, file_type, owner_ids, sha256_fd
 from .fscreds import current
 from .limits import MAX_BLOB, MAX_LISTING
 from .pathres import O_PATH, Resolver, fd_path
-from .syscalls import rename_noreplace
+from .syscalls import RENAME_NOREPLACE, renameat2
 
 # An ignore file larger than this is not a real ignore file; do not ship it.
 MAX_IGNORE_FILE = 1024 * 1024
@@ -38,10 +38,15 @@ def _open_or_none(res: Resolver, path: str, flags: int) -> Optional[int]:
 def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
     follow = get(args, "follow", bool, True)
+    # Extensions that save a caller's next round trip: the head of a regular file, and
+    # where a missing path would be created.
+    head = get_nonneg(args, "read", 0, limit=MAX_BLOB)
+    nearest = get(args, "nearest", bool, False)
+    data = b""
     with fs_access(args) as res:
         fd = _open_or_none(res, path, O_PATH | os.O_NOFOLLOW)
         if fd is None:
-            return {"exists": False}, b""
+            return _missing(res, path, nearest), b""
         try:
             st = os.fstat(fd)
             target = None
@@ -49,16 +54,70 @@ def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
                 target = os.readlink("", dir_fd=fd)  # the link this descriptor holds
                 followed = _open_or_none(res, path, O_PATH)
                 if followed is None and follow:
-                    return {"exists": False}, b""  # dangling link: nothing to follow to
+                    return _missing(res, path, nearest), b""  # dangling link: nothing to follow to
                 if followed is not None:
                     os.close(fd)
                     fd = followed
                     if follow:
                         st = os.fstat(fd)
             realpath = fd_path(fd)
+            result = dict(_meta(st, target), exists=True, realpath=realpath)
+            if head and follow and stat.S_ISREG(st.st_mode):
+                data = _head(fd, head, result)
         finally:
             os.close(fd)
-    return dict(_meta(st, target), exists=True, realpath=realpath), b""
+    return result, data
+
+
+def _missing(res: Resolver, path: str, nearest: bool) -> Dict[str, Any]:
+    """A missing path's reply; with ``nearest``, the real path it would have: its deepest
+    existing ancestor's realpath joined with the rest."""
+    result: Dict[str, Any] = {"exists": False}
+    probe, rest = path, ""
+    while nearest and probe != "/":
+        probe, name = os.path.split(probe)
+        rest = os.path.join(name, rest) if rest else name
+        try:
+            fd = _open_or_none(res, probe, O_PATH)
+        except (DaemonError, OSError):
+            continue  # not for this user, or outside the roots: as missing
+        if fd is not None:
+            try:
+                result["nearest"] = os.path.join(fd_path(fd), rest)
+            finally:
+                os.close(fd)
+            break
+    return result
+
+
+def _head(fd: int, size: int, result: Dict[str, Any]) -> bytes:
+    """Up to ``size`` bytes of the file ``fd`` (an O_PATH descriptor) holds, opened for reading
+    as the request's user; notes ``read_eof`` (and ``sha256`` of a whole file) in ``result``.
+    A file that user cannot read gives nothing and no note."""
+    try:
+        rfd = os.open("/proc/self/fd/%d" % fd, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    chunks: List[bytes] = []
+    got = 0
+    try:
+        while got <= size:  # one byte more than asked tells whether that is all
+            chunk = os.pread(rfd, size + 1 - got, got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(rfd)
+    data = b"".join(chunks)
+    eof = len(data) <= size
+    data = data[:size]
+    result["read_eof"] = eof
+    if eof:
+        result["sha256"] = hashlib.sha256(data).hexdigest()
+    return data
 
 
 def _meta(st: os.stat_result, target: Optional[str]) -> Dict[str, Any]:
@@ -398,7 +457,7 @@ def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
             if overwrite:
                 os.rename(src_name, dst_name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
                 return {}, b""
-            err = rename_noreplace(src_dir, src_name, dst_dir, dst_name) if rename_noreplace else errno.ENOSYS
+            err = renameat2(src_dir, src_name, dst_dir, dst_name, RENAME_NOREPLACE) if renameat2 else errno.ENOSYS
             if err in (errno.ENOSYS, errno.EINVAL):
                 # No atomic no-replace here (old libc or a file system without it): check, then rename.
                 try:

@@ -1,6 +1,9 @@
-"""The write op: atomic (a temporary file next to the target, fsync, rename), optionally
+"""The write op: atomic (a temporary file next to the target, renamed over it), optionally
 compare-and-swap guarded by the SHA-256 of the current content, in one request or as a
 chunked upload.
+
+Readers see the old content or the new, never a mix. Nothing is flushed to disk (no fsync,
+most of a small write's cost): a session's files live no longer than its host does.
 
 The target is resolved once (symbolic links in its last component followed, beneath
 the request's roots and with its credentials, see ``fsaccess``); the staging file is
@@ -21,6 +24,7 @@ from .fscommon import abspath, owner_ids, sha256_fd
 from .fscreds import current
 from .ops_files import make_dir
 from .pathres import Resolver, fd_path
+from .syscalls import RENAME_EXCHANGE, renameat2
 
 # Staging files of uploads that saw no chunk for this long are deleted.
 UPLOAD_IDLE = 600.0
@@ -195,14 +199,30 @@ def _commit(
                     raise
                 # Unprivileged daemon: cannot give files away; keep ours.
         os.fchmod(staging.fd, mode)  # after fchown, which clears set-id bits
-        os.fsync(staging.fd)
         os.close(staging.fd)
         staging.fd = -1
-        os.replace(staging.tmp, staging.name, src_dir_fd=staging.dirfd, dst_dir_fd=staging.dirfd)
+        _put_in_place(staging, existing is not None)
         staging.tmp = ""
         staging.done = True
         staging.close_dir()
     return {"created": existing is None, "size": staging.size, "sha256": staging.digest.hexdigest()}
+
+
+def _put_in_place(staging: _Staging, replacing: bool) -> None:
+    """Rename the staged file over the target. Replacing a file, exchange the two and unlink
+    the old one: a plain rename over a file makes ext4 start writing the new data out at
+    once (its guard for programs that skip fsync), most of a small write's cost."""
+    tmp, name, dirfd = staging.tmp, staging.name, staging.dirfd
+    if not replacing or renameat2 is None or renameat2(dirfd, tmp, dirfd, name, RENAME_EXCHANGE):
+        # Nothing to replace, or no exchange here (gVisor, old libc), or the target went away.
+        os.replace(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        return
+    old = os.stat(tmp, dir_fd=dirfd, follow_symlinks=False)
+    if not stat.S_ISREG(old.st_mode):
+        # Someone put a directory or a link there since it was checked: give it back.
+        renameat2(dirfd, tmp, dirfd, name, RENAME_EXCHANGE)
+        raise DaemonError("conflict", "file was replaced while writing: %s" % staging.path)
+    os.unlink(tmp, dir_fd=dirfd)
 
 
 def op_write(args: Dict[str, Any], blob: bytes) -> Reply:

@@ -44,7 +44,12 @@ def set_parent_death_signal(signum: int) -> bool:
     return prctl is not None and prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
 
 
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+
 def _bind_renameat2() -> Optional[Callable[..., int]]:
+    """libc renameat2(src_dir, src, dst_dir, dst, flags); 0 or the errno."""
     try:
         func = _libc.renameat2  # type: ignore[union-attr]
     except AttributeError:
@@ -52,16 +57,15 @@ def _bind_renameat2() -> Optional[Callable[..., int]]:
     func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     func.restype = ctypes.c_int
 
-    def noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> int:
-        """renameat2(RENAME_NOREPLACE); 0 or the errno."""
-        if func(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), 1) == 0:
+    def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> int:
+        if func(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flags) == 0:
             return 0
         return ctypes.get_errno()
 
-    return noreplace
+    return renameat2
 
 
-rename_noreplace = _bind_renameat2()
+renameat2 = _bind_renameat2()
 
 
 # ---------------------------------------------------------------- raw system calls

@@ -82,6 +82,8 @@ class Tool:
     # Which argument is a URL the host will request (data leaving), for the policy.
     url: Callable[[Any], str | None] = field(default=lambda args: None)
     description: str = ""
+    # Bytes of a regular file at ``paths`` read while resolving it for the policy (ToolContext.probe).
+    prefetch: int = 0
 
 
 REGISTRY: dict[str, Tool] = {}
@@ -99,6 +101,7 @@ def tool(
     paths: Callable[[Any], list[str]] | None = None,
     command: Callable[[Any], str | None] | None = None,
     url: Callable[[Any], str | None] | None = None,
+    prefetch: int = 0,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the canonical tool ``name``."""
 
@@ -117,6 +120,7 @@ def tool(
             paths=paths or (lambda args: []),
             command=command or (lambda args: None),
             url=url or (lambda args: None),
+            prefetch=prefetch,
         )
         return handler
 

@@ -9,11 +9,12 @@ data, and nothing in ``tools/`` imports upward.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from runtime.client.models import StatResult
 from runtime.client.primitives import SandboxClient
 from runtime.config import SessionConfig
 from runtime.policy import GrantStore, PolicyEngine
@@ -37,6 +38,17 @@ class CatalogEntry:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A path as the dispatcher found it, moments before the handler runs, while resolving it
+    for the policy (as the agent): its stat and, for a tool that asks (``prefetch``), the
+    first bytes of a regular file the agent can read (``eof``: that is all of it)."""
+
+    stat: StatResult
+    head: bytes | None = None
+    eof: bool = False
+
+
+@dataclass(frozen=True)
 class ToolContext:
     client: SandboxClient
     # Per-session state of tool modules (undo history, todos, shell state...), shared by calls.
@@ -48,6 +60,8 @@ class ToolContext:
     permissions: PolicyEngine | None = None
     # The tools this session offers under its profile's names; empty = every canonical tool.
     catalog: tuple[CatalogEntry, ...] = ()
+    # The call's paths as the dispatcher probed them, by resolved container path.
+    probes: Mapping[str, Probe] = field(default_factory=dict)
 
     @property
     def config(self) -> SessionConfig:
@@ -64,6 +78,9 @@ class ToolContext:
     def resolve(self, path: str) -> str:
         """A container path, relative ones against the session's working directory."""
         return self.client.resolve(path)
+
+    def probe(self, path: str) -> Probe | None:
+        return self.probes.get(path)
 
     def tool_state(self, key: str, factory: Callable[[], T]) -> T:
         """The session's state for ``key``, made by ``factory`` on first use."""

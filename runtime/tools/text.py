@@ -82,7 +82,7 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    return [line.removesuffix("\r") for line in lines] if "\r" in text else lines
 
 
 def dominant_newline(text: str) -> str:

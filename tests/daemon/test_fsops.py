@@ -55,6 +55,32 @@ def test_stat(daemon: Client, ws: Path) -> None:
     assert daemon.call("stat", path=str(ws / "dangling"), follow=False)[0]["type"] == "symlink"
 
 
+def test_stat_reads_the_head_of_the_file_it_names(daemon: Client, ws: Path) -> None:
+    data = bytes(range(256)) * 40
+    (ws / "f").write_bytes(data)
+    os.symlink("f", ws / "link")
+    (ws / "d").mkdir()
+    whole, blob = daemon.call("stat", path=str(ws / "link"), read=len(data))
+    assert blob == data and whole["read_eof"] is True and whole["realpath"] == str(ws / "f")
+    assert whole["sha256"] == hashlib.sha256(data).hexdigest()
+    head, blob = daemon.call("stat", path=str(ws / "f"), read=100)
+    assert blob == data[:100] and head["read_eof"] is False and "sha256" not in head
+    # Nothing to read: a directory, an unfollowed link, and a read of nothing.
+    for args in ({"path": str(ws / "d")}, {"path": str(ws / "link"), "follow": False}, {"path": str(ws / "f"), "read": 0}):
+        result, blob = daemon.call("stat", **{"read": 10, **args})
+        assert blob == b"" and "read_eof" not in result
+
+
+def test_stat_nearest_names_where_a_new_path_would_be(daemon: Client, ws: Path) -> None:
+    (ws / "real").mkdir()
+    os.symlink("real", ws / "via")
+    result, _ = daemon.call("stat", path=str(ws / "via" / "new" / "file"), nearest=True)
+    assert result == {"exists": False, "nearest": str(ws / "real" / "new" / "file")}
+    result, _ = daemon.call("stat", path=str(ws / "dangling-new"), nearest=True)
+    assert result["nearest"] == str(ws / "dangling-new")
+    assert daemon.call("stat", path=str(ws / "missing"))[0] == {"exists": False}  # only when asked
+
+
 def test_read(daemon: Client, ws: Path) -> None:
     data = bytes(range(256)) * 40
     (ws / "f").write_bytes(data)

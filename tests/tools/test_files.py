@@ -196,3 +196,30 @@ def test_permission_levels() -> None:
         "cautious",
         "dangerous",
     ]
+
+
+async def test_small_file_calls_make_one_round_trip_besides_the_policys(
+    shared_session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The policy's stat of the path reads a small file's content too: read_file needs nothing
+    # more, write_file keeps it for undo and writes.
+    channel = shared_session._dispatcher.client.channel
+    ops: list[str] = []
+    real = channel.call
+
+    async def counting(op: str, *args: object, **kwargs: object) -> object:
+        ops.append(op)
+        return await real(op, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(channel, "call", counting)
+    path = f"{fresh_dir()}/small.txt"
+    for content, created in (("one\n", True), ("two\n", False)):
+        ops.clear()
+        r = await shared_session.call("write_file", {"path": path, "content": content})
+        assert r.ok and r.data["created"] is created and ops == ["stat", "write"], (r.text, ops)
+    ops.clear()
+    r = await shared_session.call("read_file", {"path": path})
+    assert r.ok and "00001| two" in r.text and ops == ["stat"], ops
+    r = await shared_session.call("undo_edit", {"path": path})
+    assert r.ok, r.text
+    assert await shared_session.read_file(path) == b"one\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 import posixpath
 from typing import TYPE_CHECKING, Literal
 
@@ -31,7 +32,7 @@ from runtime.tools.text import (
 )
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from runtime.tools.context import Probe, ToolContext
 
 # Files up to this size are fetched whole (total line count and hash known); larger ones are
 # read chunk by chunk only as far as the requested lines.
@@ -110,11 +111,28 @@ async def _suggestions(ctx: ToolContext, path: str) -> list[str]:
     return [c for _, c in sorted(scored)[:3]]
 
 
+# Line-number prefixes of the first lines of files, made once: formatting each anew was most of
+# the host's time on a read.
+_PREFIX_CACHE = 10_000
+_PREFIXES: list[str] = []
+
+
+def _prefixes(first: int, count: int) -> list[str]:
+    """``"00042| "`` for lines ``first`` to ``first + count - 1``."""
+    end = first + count
+    if len(_PREFIXES) < min(end, _PREFIX_CACHE):
+        _PREFIXES.extend(f"{n:05}| " for n in range(len(_PREFIXES), min(end, _PREFIX_CACHE)))
+    cached = _PREFIXES[first:end]
+    return cached + [f"{n:05}| " for n in range(first + len(cached), end)]
+
+
 def _numbered(lines: list[str], first: int, args: ReadFileInput) -> tuple[list[str], bool]:
     """Seed 000's ``00042| text`` lines within the byte cap; whether the cap cut the output."""
     cut = args.max_line_chars
-    shown = [line if len(line) <= cut else line[:cut] + "..." for line in lines]
-    formatted = [f"{n:05}| {line}" for n, line in enumerate(shown, first)] if args.line_numbers else shown
+    shown = lines
+    if lines and max(map(len, lines)) > cut:
+        shown = [line if len(line) <= cut else line[:cut] + "..." for line in lines]
+    formatted = list(map(operator.add, _prefixes(first, len(shown)), shown)) if args.line_numbers else shown
     # Usually everything fits: one encode of the whole text instead of one per line.
     if len("\n".join(formatted).encode("utf-8", "replace")) + 1 <= args.max_output_bytes:
         return formatted, False
@@ -157,20 +175,29 @@ def _directory_listing(path: str, names: list[tuple[str, bool]]) -> ToolResult:
     access="read",
     snippet="Read a file with line numbers (offset/limit or a line range); images come back as base64",
     paths=lambda a: [a.path],
+    prefetch=FAST_READ_BYTES,
 )
 async def read_file(ctx: ToolContext, args: ReadFileInput) -> ToolResult:
     # Secret files are refused by the permission policy (configurable there), before this runs.
     path = ctx.resolve(args.path)
-    # Most reads are of small regular files: one round trip reads the whole of one, and only
-    # anything else (missing, a directory, a device, a large file) asks what it is.
-    try:
-        first = await ctx.client.read_range(path, 0, FAST_READ_BYTES)
-    except OpError:
-        first = None
-    if first is not None and first.eof:
-        return await _read_regular(ctx, path, first.size, first.data, args)
-    with op_errors(path):
-        st = await ctx.client.stat(path)
+    # Most reads are of small regular files, read whole by the dispatcher's probe of the path
+    # (or else by one round trip); only anything else (missing, a directory, a device, a large
+    # file) asks what it is.
+    probe = ctx.probe(path)
+    if probe is not None and probe.eof and probe.head is not None:
+        return await _read_regular(ctx, path, len(probe.head), probe.head, args)
+    if probe is None:
+        try:
+            first = await ctx.client.read_range(path, 0, FAST_READ_BYTES)
+        except OpError:
+            first = None
+        if first is not None and first.eof:
+            return await _read_regular(ctx, path, first.size, first.data, args)
+    if probe is not None:
+        st = probe.stat
+    else:
+        with op_errors(path):
+            st = await ctx.client.stat(path)
     if not st.exists:
         suggestions = await _suggestions(ctx, path)
         message = f"File not found: {path}"
@@ -298,10 +325,13 @@ class WriteFileInput(ToolInput):
     max_bytes: int = Field(DEFAULT_MAX_WRITE, ge=0, description="Refuse content larger than this")
 
 
-async def _current(ctx: ToolContext, path: str) -> tuple[bool, bytes | None, str, bool]:
-    """exists, content (when small enough to keep for undo), its sha256 ("" if missing), kept."""
+async def _current(ctx: ToolContext, path: str, probe: Probe | None) -> tuple[bool, bytes | None, str, bool]:
+    """exists, content (when small enough to keep for undo), its sha256 ("" if missing), kept;
+    from the dispatcher's ``probe`` of the path where it tells."""
+    if probe is not None and probe.eof and probe.head is not None:
+        return True, probe.head, sha256_hex(probe.head), True
     with op_errors(path):
-        st = await ctx.client.stat(path)
+        st = probe.stat if probe is not None else await ctx.client.stat(path)
         if not st.exists:
             return False, None, "", True
         if st.type == "dir":
@@ -322,6 +352,7 @@ async def _current(ctx: ToolContext, path: str) -> tuple[bool, bytes | None, str
     access="write",
     snippet="Create or overwrite a file (parent directories are created)",
     paths=lambda a: [a.path],
+    prefetch=FAST_READ_BYTES,
 )
 async def write_file(ctx: ToolContext, args: WriteFileInput) -> ToolResult:
     path = ctx.resolve(args.path)
@@ -342,8 +373,10 @@ async def write_file(ctx: ToolContext, args: WriteFileInput) -> ToolResult:
         raise ToolError("too_large", f"Content is {len(payload)} bytes, over the limit of {args.max_bytes} bytes")
     # Without an expected version the caller means "overwrite": a change that lands between
     # our read (kept for undo) and our write is retried, never silently lost from history.
+    probe = ctx.probe(path)
     for _ in range(3):
-        existed, before, digest, kept = await _current(ctx, path)
+        existed, before, digest, kept = await _current(ctx, path, probe)
+        probe = None  # a retry looks again
         if args.expected_version is not None and args.expected_version != digest:
             detail = "already exists" if args.expected_version == "" else "has changed since that version was read"
             raise ToolError("conflict", f"'{path}' {detail}; nothing was written.", {"version": digest or None})
