@@ -11,6 +11,7 @@ from runtime.errors import (
     OpError,
     SessionError,
 )
+from runtime.remote import RemoteRuntime, RemoteSession
 from runtime.runtime import Runtime
 from runtime.session import Session
 
@@ -23,6 +24,8 @@ __all__ = [
     "ImageError",
     "Limits",
     "OpError",
+    "RemoteRuntime",
+    "RemoteSession",
     "Runtime",
     "RuntimeConfig",
     "Session",

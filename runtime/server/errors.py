@@ -58,7 +58,7 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
         assert isinstance(exc, NotFound)
         if exc.foreign:
             request.state.audit_note = f"cross-tenant: {exc.kind}"
-        return problem(404, "not_found", str(exc))
+        return problem(404, f"no_such_{exc.kind}", str(exc))
 
     @on(QuotaExceeded)
     async def quota(request: Request, exc: Exception) -> JSONResponse:

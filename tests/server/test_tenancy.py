@@ -79,8 +79,9 @@ def test_unknown_ids_answer_404_too(sqlite_api: Api) -> None:
     """The answer to another tenant's id is the answer to an id that never existed."""
     t = sqlite_api.tenant("nobody")
     with t.client() as c:
-        for path in ("/sessions/s-000000000000", "/approvals/ap-0000", "/audit/calls/c-0000"):
+        for path, code in (("/sessions/s-000000000000", "no_such_session"), ("/approvals/ap-0000", "no_such_approval"),
+                           ("/audit/calls/c-0000", "no_such_call")):
             r = c.get(path)
-            assert r.status_code == 404 and r.json()["error"] == "not_found", path
+            assert r.status_code == 404 and r.json()["error"] == code, path
     with httpx.Client(base_url=sqlite_api.url) as anon:
         assert anon.get("/sessions/s-000000000000").status_code == 401

@@ -1,0 +1,303 @@
+"""``RemoteRuntime`` and ``RemoteSession``: the library's session interface over the hosted
+API (httpx). Replies are validated into the library's own models, and errors become the
+library's errors (an operation's ``OpError`` keeps its code), so code written against a
+local ``Runtime`` runs unchanged against a server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tarfile
+import tempfile
+from collections.abc import AsyncIterable, AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from runtime.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
+from runtime.config import SessionConfig
+from runtime.errors import CaissonError, CallTimeout, OpError, SessionError
+from runtime.remote.sse import read_events
+from runtime.tools.base import ToolResult
+
+FORMATS = ("json_schema", "openai", "anthropic", "mcp")
+# SessionConfig fields the API takes when a session is opened.
+SESSION_FIELDS = ("image", "profile", "ttl", "idle_timeout", "env")
+
+
+class RemoteError(CaissonError):
+    """An answer of the server other than success: its HTTP status, error code and text."""
+
+    def __init__(self, status: int, code: str, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{detail} (HTTP {status})")
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+
+
+# Codes of the server's own answers; any other 4xx code is the daemon's refusal of the
+# operation, raised as the library raises it (OpError with that code).
+SERVER_CODES = frozenset({
+    "unauthorized", "forbidden", "not_allowed", "quota_exceeded", "body_too_large", "conflict", "invalid_request",
+    "no_such_session", "no_such_snapshot", "no_such_approval", "no_such_call", "no_such_tenant", "no_such_key",
+    "image_error", "docker_unavailable",
+})
+
+
+def _raise_for(r: httpx.Response) -> None:
+    if r.is_success:
+        return
+    try:
+        body = r.json()
+        code, detail = str(body.get("error", "invalid_request")), str(body.get("detail", r.text))
+    except (ValueError, AttributeError):
+        code, detail = "error", r.text
+    if r.status_code == 504:
+        raise CallTimeout(detail)
+    if r.status_code == 410:
+        raise SessionError(detail)
+    if r.status_code < 500 and code not in SERVER_CODES:
+        raise OpError(code, detail)
+    retry = r.headers.get("retry-after")
+    raise RemoteError(r.status_code, code, detail, float(retry) if retry and retry.isdigit() else None)
+
+
+class RemoteRuntime:
+    """``async with RemoteRuntime(url, api_key) as rt: async with rt.session() as s: ...``"""
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = 300.0, verify: bool | str = True) -> None:
+        self.url = url.rstrip("/")
+        self._key = api_key
+        self._timeout = timeout
+        self._verify = verify
+        self._http: httpx.AsyncClient | None = None
+        self._schemas: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise CaissonError("the RemoteRuntime is not open: use `async with RemoteRuntime(url, key) as rt`")
+        return self._http
+
+    async def __aenter__(self) -> RemoteRuntime:
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {self._key}"}, timeout=self._timeout,
+            verify=self._verify, limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        r = await self.http.request(method, path, **kw)
+        _raise_for(r)
+        return r
+
+    @asynccontextmanager
+    async def session(self, config: SessionConfig | None = None, **overrides: Any) -> AsyncIterator[RemoteSession]:
+        s = await self.open_session(config, **overrides)
+        try:
+            yield s
+        finally:
+            with anyio.CancelScope(shield=True):
+                await s.close()
+
+    async def open_session(
+        self, config: SessionConfig | None = None, *, from_snapshot: str | None = None, **overrides: Any
+    ) -> RemoteSession:
+        """A session on the server; ``overrides`` are SessionConfig fields (image, profile, limits,
+        ttl, idle_timeout, env), ``from_snapshot`` a snapshot id from ``snapshot()``."""
+        cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
+        body: dict[str, Any] = {k: getattr(cfg, k) for k in SESSION_FIELDS}
+        if "limits" in overrides or config is not None:
+            body["limits"] = {"memory": cfg.limits.memory, "cpus": cfg.limits.cpus, "pids": cfg.limits.pids}
+        if from_snapshot is not None:
+            body["from_snapshot"] = from_snapshot
+        info = (await self.request("POST", "/sessions", json=body)).json()
+        return await self._attach(info)
+
+    async def _attach(self, info: dict[str, Any]) -> RemoteSession:
+        profile = str(info["profile"])
+        if (profile, FORMATS[0]) not in self._schemas:
+            async def fetch(fmt: str) -> None:
+                r = await self.request("GET", f"/sessions/{info['id']}/tools", params={"format": fmt})
+                self._schemas[(profile, fmt)] = r.json()
+
+            async with anyio.create_task_group() as tg:
+                for fmt in FORMATS:
+                    tg.start_soon(fetch, fmt)
+        return RemoteSession(self, str(info["id"]), profile)
+
+    def schemas(self, profile: str, format: str) -> list[dict[str, Any]]:
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+        return self._schemas[(profile, format)]
+
+
+class RemoteSession:
+    def __init__(self, rt: RemoteRuntime, session_id: str, profile: str) -> None:
+        self._rt = rt
+        self.id = session_id
+        self.profile = profile
+        self._closed = False
+        self._base = f"/sessions/{session_id}"
+
+    def __repr__(self) -> str:
+        return f"<RemoteSession {self.id} at {self._rt.url}>"
+
+    async def _json(self, method: str, path: str, **kw: Any) -> Any:
+        return (await self._rt.request(method, self._base + path, **kw)).json()
+
+    # ---- tools ----------------------------------------------------------------------------
+
+    async def call(self, tool: str, args: dict[str, Any] | None = None) -> ToolResult:
+        return ToolResult.model_validate(await self._json("POST", "/calls", json={"tool": tool, "args": args or {}}))
+
+    def tools(self, format: str = "json_schema") -> list[dict[str, Any]]:
+        """This session's tools as ``openai``, ``anthropic``, ``mcp`` or ``json_schema`` definitions."""
+        return self._rt.schemas(self.profile, format)
+
+    # ---- primitives -----------------------------------------------------------------------
+
+    async def exec(
+        self, command: str | list[str], *, timeout: float | None = 60.0, cwd: str | None = None,
+        env: dict[str, str] | None = None, stdin: str | None = None,
+    ) -> ExecResult:
+        body = {"command": command, "timeout": timeout, "cwd": cwd, "env": env or {}, "stdin": stdin}
+        return ExecResult.model_validate(await self._json("POST", "/exec", json=body))
+
+    async def read_file(self, path: str, offset: int = 0, length: int = -1) -> bytes:
+        r = await self._rt.request("GET", self._base + "/files", params={"path": path, "offset": offset, "length": length})
+        return r.content
+
+    async def write_file(
+        self, path: str, data: bytes | str, *, expected_sha256: str | None = None, mode: int | None = None
+    ) -> WriteResult:
+        params: dict[str, Any] = {"path": path}
+        if expected_sha256 is not None:
+            params["expected_sha256"] = expected_sha256
+        if mode is not None:
+            params["mode"] = mode
+        content = data.encode() if isinstance(data, str) else data
+        return WriteResult.model_validate(await self._json("PUT", "/files", params=params, content=content))
+
+    async def spawn(
+        self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+        timeout: float | None = None, name: str | None = None,
+    ) -> SpawnResult:
+        body = {"command": command, "cwd": cwd, "env": env or {}, "timeout": timeout, "name": name}
+        return SpawnResult.model_validate(await self._json("POST", "/tasks", json=body))
+
+    async def task_read(self, task_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0, wait: float = 0.0) -> TaskOutput:
+        params = {"stdout_offset": stdout_offset, "stderr_offset": stderr_offset, "wait": min(wait, 30.0)}
+        return TaskOutput.model_validate(await self._json("GET", f"/tasks/{task_id}", params=params))
+
+    async def task_signal(self, task_id: str, signal: str = "KILL") -> None:
+        if signal != "KILL":
+            raise ValueError("the hosted API sends KILL only")
+        await self._rt.request("DELETE", f"{self._base}/tasks/{task_id}")
+
+    async def task_list(self) -> list[TaskInfo]:
+        return [TaskInfo.model_validate(t) for t in await self._json("GET", "/tasks")]
+
+    async def exec_stream(
+        self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """The command's output as it comes, then its exit. A dropped connection is resumed
+        from the last offsets (nothing lost or repeated); closing the stream early kills it."""
+        body = {"command": command, "cwd": cwd, "env": env or {}, "timeout": timeout}
+        task_id: str | None = None
+        out_at = err_at = 0
+        done = False
+        try:
+            while not done:
+                if task_id is None:
+                    request = self._rt.http.build_request("POST", self._base + "/exec-stream", json=body)
+                else:
+                    params = {"stdout_offset": out_at, "stderr_offset": err_at}
+                    request = self._rt.http.build_request("GET", f"{self._base}/tasks/{task_id}/stream", params=params)
+                try:
+                    response = await self._rt.http.send(request, stream=True)
+                    try:
+                        if not response.is_success:
+                            await response.aread()
+                            _raise_for(response)
+                        async for ev in read_events(response):
+                            if ev.event == "task":
+                                task_id = str(ev.data["task_id"])
+                            elif ev.event in ("stdout", "stderr"):
+                                yield StreamEvent(kind=ev.event, data=ev.data["data"], offset=ev.data["offset"])  # type: ignore[arg-type]
+                                if ev.id:
+                                    out_at, err_at = (int(p) for p in ev.id.split(":"))
+                            elif ev.event == "exit":
+                                done = True
+                                yield StreamEvent(kind="exit", **ev.data)
+                            elif ev.event == "error":
+                                raise SessionError(str(ev.data.get("detail", "the stream failed")))
+                    finally:
+                        await response.aclose()
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    if task_id is None:
+                        raise
+                    # The connection dropped mid-stream: the task goes on; read on from the offsets.
+        finally:
+            if not done and task_id is not None:
+                with anyio.CancelScope(shield=True), contextlib.suppress(CaissonError, httpx.HTTPError):
+                    await self.task_signal(task_id)
+
+    # ---- bulk copy ------------------------------------------------------------------------
+
+    async def copy_in(self, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None:
+        """A host file or directory (or a tar stream, or tar bytes) into ``dest``, as the agent's files."""
+        if isinstance(source, (str, os.PathLike)):
+            source = await anyio.to_thread.run_sync(_tar_of_path, Path(source))
+        await self._rt.request("POST", self._base + "/copy-in", params={"dest": dest}, content=source)
+
+    async def copy_out(self, path: str) -> AsyncIterator[bytes]:
+        """A container file or directory as a tar stream, in chunks."""
+        async with self._rt.http.stream("GET", self._base + "/copy-out", params={"path": path}) as r:
+            if not r.is_success:
+                await r.aread()
+                _raise_for(r)
+            async for chunk in r.aiter_bytes():
+                yield chunk
+
+    # ---- engine-side work and lifecycle -----------------------------------------------------
+
+    async def snapshot(self) -> str:
+        """This session's files as a snapshot id; ``rt.session(from_snapshot=id)`` starts from it."""
+        return str((await self._json("POST", "/snapshot"))["id"])
+
+    async def fork(self, n: int) -> list[RemoteSession]:
+        infos = await self._json("POST", "/fork", json={"n": n})
+        return [await self._rt._attach(info) for info in infos]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(RemoteError):  # already gone (closed elsewhere, or expired)
+            await self._rt.request("DELETE", self._base)
+
+
+def _tar_of_path(path: Path) -> bytes:
+    with tempfile.TemporaryFile() as buf:
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            if path.is_dir():
+                for child in sorted(path.iterdir()):
+                    tar.add(child, arcname=child.name)
+            else:
+                tar.add(path, arcname=path.name)
+        buf.seek(0)
+        return buf.read()
