@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any
@@ -57,32 +57,51 @@ def load_policy(policy_file: str | None, approve_all: bool) -> Policy:
     return policy.model_copy(update={"auto_approve": Level.DANGEROUS}) if approve_all else policy
 
 
-class SessionTools:
-    """The tools of one (replaceable) session of ``profile``, as MCP handlers."""
+Opener = Callable[[], Awaitable[Session]]
+Closer = Callable[[Session], Awaitable[None]]
 
-    def __init__(self, rt: Runtime, profile: Profile, policy: Policy, config: SessionConfig) -> None:
-        self._rt = rt
+
+def tools_server(profile: Profile, tools_for: Callable[[Any], Awaitable[SessionTools]]) -> Server[Any]:
+    """An MCP server of ``profile``'s tools; ``tools_for(ctx)`` names the session a request's
+    calls run in (one for the stdio server, one per MCP connection for ``caisson serve``)."""
+    listed = types.ListToolsResult(tools=[
+        types.Tool(name=t["name"], description=t.get("description"), input_schema=t["inputSchema"])
+        for t in export_tools(profile, "mcp")
+    ])
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return listed
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await (await tools_for(ctx)).call_tool(ctx, params)
+
+    return Server(
+        "caisson", version=_version(), instructions=prompt_text(profile), on_list_tools=list_tools, on_call_tool=call_tool
+    )
+
+
+class SessionTools:
+    """The tools of one (replaceable) session of ``profile``, as MCP handlers; sessions are
+    opened and closed by the given functions."""
+
+    def __init__(self, profile: Profile, open_session: Opener, close_session: Closer | None = None) -> None:
         self._profile = profile
-        self._policy = policy
-        self._config = config.model_copy(update={"profile": profile.name})
-        self._tools = [
-            types.Tool(name=t["name"], description=t.get("description"), input_schema=t["inputSchema"])
-            for t in export_tools(profile, "mcp")
-        ]
+        self._open = open_session
+        self._close = close_session or (lambda s: s.close())
         self._session: Session | None = None
         self._lock = anyio.Lock()
 
     def server(self) -> Server[Any]:
-        return Server(
-            "caisson",
-            version=_version(),
-            instructions=prompt_text(self._profile),
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
-        )
+        async def me(ctx: Any) -> SessionTools:
+            return self
 
-    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._tools)
+        return tools_server(self._profile, me)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._session is not None:
+                await self._close(self._session)
+                self._session = None
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if self._profile.lookup(params.name) is None:
@@ -115,10 +134,10 @@ class SessionTools:
                     "this call ran in a new session with a fresh workspace]"
                 )
                 log.warning("session ended; starting a new one", session=self._session.id, error=str(failure))
-                await self._session.close()
+                await self._close(self._session)
                 self._session = None
             if self._session is None:
-                self._session = await self._rt.open_session(self._config, policy=self._policy)
+                self._session = await self._open()
                 log.info("session started", session=self._session.id, profile=self._profile.name)
             return self._session, notice
 
@@ -161,8 +180,9 @@ async def _serving(profile: str, policy_file: str | None, approve_all: bool, con
     removes the session's container."""
     tools_profile = get_profile(profile)
     policy = load_policy(policy_file, approve_all)
+    config = config.model_copy(update={"profile": tools_profile.name})
     async with Runtime() as rt, anyio.create_task_group() as tg:
-        tools = SessionTools(rt, tools_profile, policy, config)
+        tools = SessionTools(tools_profile, lambda: rt.open_session(config, policy=policy))
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
         tg.start_soon(tools.warm_up)
         yield tools, tg

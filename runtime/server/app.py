@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib import metadata
 
 from fastapi import FastAPI, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from runtime.server import errors, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
@@ -46,7 +47,8 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
         return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)
 
     if mcp is not None:
-        app.mount("/mcp", mcp)
+        # A route, not a mount: clients post to /mcp itself, with no redirect to /mcp/.
+        app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
     app.add_middleware(BodyLimit, default=settings.max_body, upload=settings.max_upload)
     app.add_middleware(LogRequests, requests=ctx.requests, metrics=ctx.metrics, keys=ctx.keys)
     return app

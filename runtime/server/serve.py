@@ -18,6 +18,7 @@ from runtime.server import auth
 from runtime.server.app import create_app
 from runtime.server.approvals import Approvals
 from runtime.server.deps import ServerContext
+from runtime.server.mcp_remote import RemoteMcp
 from runtime.server.metrics import Metrics
 from runtime.server.middleware import RequestLog
 from runtime.server.quotas import RateLimiter
@@ -30,6 +31,8 @@ log = get_logger("caisson.server")
 # The policy's own approval deadline stays behind the queue's, so the queue's answer (and
 # its record in the store) is always the one that counts.
 POLICY_TIMEOUT_MARGIN = 10.0
+# Seconds between looks for sessions whose container ended on its own.
+SWEEP_EVERY = 30.0
 
 
 class Hosted:
@@ -63,13 +66,31 @@ class Hosted:
                     approvals=Approvals(store, self.settings.approval_timeout),
                     metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store),
                 )
-                await self._serve(create_app(ctx, self.settings), ctx.requests, on_ready)
+                if self.settings.mcp:
+                    mcp = RemoteMcp(ctx)
+                    try:
+                        async with mcp.manager.run():
+                            await self._serve(create_app(ctx, self.settings, mcp), tenancy, ctx.requests, on_ready)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await mcp.close()
+                else:
+                    await self._serve(create_app(ctx, self.settings), tenancy, ctx.requests, on_ready)
             finally:
                 with anyio.CancelScope(shield=True):
                     await tenancy.close_all()
                     store.close()
 
-    async def _serve(self, app: FastAPI, requests: RequestLog, on_ready: Callable[[Hosted], None] | None) -> None:
+    @staticmethod
+    async def _sweep(tenancy: Tenancy) -> None:
+        while True:
+            await anyio.sleep(SWEEP_EVERY)
+            try:
+                await tenancy.sweep()
+            except Exception:  # the engine may be briefly away: try again next time
+                log.exception("sweeping ended sessions failed")
+
+    async def _serve(self, app: FastAPI, tenancy: Tenancy, requests: RequestLog, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
         server = self._server = uvicorn.Server(uvicorn.Config(
             app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
@@ -77,6 +98,7 @@ class Hosted:
         ))
         async with anyio.create_task_group() as tg:
             tg.start_soon(requests.run)
+            tg.start_soon(self._sweep, tenancy)
 
             async def announce() -> None:
                 while not server.started:

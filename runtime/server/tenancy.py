@@ -13,7 +13,8 @@ import anyio
 from runtime.client.models import Confinement
 from runtime.client.primitives import SandboxClient
 from runtime.config import SessionConfig
-from runtime.errors import CaissonError
+from runtime.docker import containers
+from runtime.errors import CaissonError, SessionError
 from runtime.logs import get_logger
 from runtime.policy import ApprovalHandler, Policy
 from runtime.runtime import Runtime
@@ -155,6 +156,18 @@ class Tenancy:
         )
         await self._store.add_snapshot(info, ref)
         return info
+
+    async def sweep(self) -> None:
+        """Close sessions whose container is gone (TTL, idle timeout, killed). The engine is
+        asked, not the daemons: a ping would count as activity and keep idle sessions alive."""
+        client = self._rt.client
+        rows = await anyio.to_thread.run_sync(
+            lambda: client.containers.list(filters={"label": containers.LABEL_SESSION, "status": "running"})
+        )
+        running = {c.labels.get(containers.LABEL_SESSION) for c in rows}
+        for live in list(self._live.values()):
+            if live.info.id not in running and live.info.id in self._live:
+                await self.dead(live, SessionError("its container is no longer running"))
 
     async def dead(self, live: Live, error: CaissonError) -> None:
         """A session whose container is gone (TTL, idle timeout, killed) leaves the registry."""

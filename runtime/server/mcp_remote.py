@@ -1,0 +1,114 @@
+"""Remote MCP at ``/mcp``: the stdio server's tools (``runtime.interfaces.mcp_server``) over
+Streamable HTTP, authenticated by a tenant's API key. Each MCP session (protocol revisions
+with the initialize handshake) gets its own caisson session of that tenant, opened on its
+first tool call within the tenant's quotas and with its approval queue, and closed when the
+MCP session ends; an MCP session answers only the key that opened it. Requests of the
+sessionless 2026-07-28 revision share one caisson session per API key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+from starlette.types import Receive, Scope, Send
+
+from runtime.interfaces.mcp_server import SessionTools, tools_server
+from runtime.profiles import get_profile
+from runtime.server.auth import Principal, Unauthorized
+from runtime.server.deps import ServerContext
+from runtime.server.models import SessionBody
+from runtime.server.quotas import QuotaExceeded
+from runtime.server.tenancy import NotFound
+from runtime.session import Session
+
+PROFILE = "caisson"
+STATE_KEY = "caisson.tools"
+
+
+class RemoteMcp:
+    def __init__(self, ctx: ServerContext) -> None:
+        self._ctx = ctx
+        self._profile = get_profile(PROFILE)
+        self._by_key: dict[str, SessionTools] = {}
+        self.manager = StreamableHTTPSessionManager(
+            app=tools_server(self._profile, self._tools_for),
+            # Requests carry a bearer key a browser page cannot attach by itself.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = dict(scope.get("headers") or [])
+        try:
+            who = await self._ctx.keys.check(headers.get(b"authorization", b"").decode("latin-1"))
+            if who.tenant_id is None:
+                raise Unauthorized("remote MCP needs a tenant's API key")
+        except Unauthorized as exc:
+            body = f'{{"error":"unauthorized","detail":"{exc}"}}'.encode()
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})["principal"] = who
+        # The SDK binds an MCP session to the credential that opened it.
+        scope["user"] = AuthenticatedUser(AccessToken(token=who.key_id, client_id=who.key_id, scopes=[]))
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _tools_for(self, ctx: Any) -> SessionTools:
+        who: Principal = ctx.request.scope["state"]["principal"]
+        tenant = await self._ctx.store.tenant(who.tenant_id or "")
+        if tenant is None:
+            raise MCPError(INVALID_REQUEST, "this key's tenant no longer exists")
+        try:
+            self._ctx.limiter.take(tenant.id, tenant.quotas.calls_per_minute)
+        except QuotaExceeded as exc:
+            self._ctx.metrics.quota_refusals.labels(tenant.id, exc.quota).inc()
+            raise MCPError(INVALID_REQUEST, f"{exc} (retry after {exc.retry_after} s)") from None
+        if ctx.request.headers.get("mcp-session-id") is None:
+            # A 2026-07-28 request stands alone (no MCP session): the key's own session serves
+            # it, until that session idles out or the tenant closes it through the API.
+            tools = self._by_key.get(who.key_id)
+            if tools is None:
+                tools = self._by_key[who.key_id] = self._tools(who)
+            return tools
+        # An MCP session: the SDK's place for per-connection state and clean-up, which lowlevel
+        # handlers reach only through their request's session.
+        connection = ctx.session._connection
+        tools = connection.state.get(STATE_KEY)
+        if tools is None:
+            tools = connection.state[STATE_KEY] = self._tools(who)
+            connection.exit_stack.push_async_callback(tools.close)
+        return tools
+
+    def _tools(self, who: Principal) -> SessionTools:
+        return SessionTools(self._profile, lambda: self._open(who), self._close_for(who))
+
+    async def close(self) -> None:
+        for tools in self._by_key.values():
+            await tools.close()
+
+    async def _open(self, who: Principal) -> Session:
+        assert who.tenant_id is not None
+        tenant = await self._ctx.store.tenant(who.tenant_id)
+        if tenant is None:
+            raise Unauthorized("this key's tenant no longer exists")
+        [live] = await self._ctx.tenancy.open(
+            tenant, SessionBody(profile=PROFILE, ttl=8 * 3600, idle_timeout=3600), self._ctx.approvals.handler(tenant.id)
+        )
+        return live.session
+
+    def _close_for(self, who: Principal) -> Any:
+        async def close(session: Session) -> None:
+            assert who.tenant_id is not None
+            try:
+                await self._ctx.tenancy.close(self._ctx.tenancy.live(who.tenant_id, session.id))
+            except NotFound:  # closed through the API already
+                await session.close()
+
+        return close
