@@ -587,6 +587,8 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
     """Files below ``root`` whose relative path fully matches ``regex`` (Python syntax; the
     host translates a glob), found by ``rg --files`` with the same rules as grep's walk
     (``hidden``, ``no_ignore``, ``globs``), newest first (then by path), one page of them.
+    ``type_globs``: file-name globs every match satisfies (ripgrep drops the others itself;
+    unlike ``--glob`` a type keeps ignored files out, but it lets hidden ones in: dropped here).
 
     result: ``total``, ``files`` [[path, mtime]] for ``offset``..``offset + limit``, ``timed_out``.
     """
@@ -602,12 +604,18 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
     if rg is None:
         raise DaemonError("bad_request", "ripgrep is not installed in this image; list files with walk")
     argv = [rg] + _RG_BASE + ["--files", "--null"]
-    if get(args, "hidden", bool, False):
+    hidden = get(args, "hidden", bool, False)
+    if hidden:
         argv.append("--hidden")
     if get(args, "no_ignore", bool, False):
         argv.append("--no-ignore")
     for glob in _strings(args, "globs"):
         argv += ["-g", glob]
+    type_globs = _strings(args, "type_globs")
+    if type_globs:
+        for glob in type_globs:
+            argv += ["--type-add", "caisson:" + glob]
+        argv += ["-t", "caisson"]
     found: List[Tuple[float, str]] = []
     with fs_access(args) as res:
         root_fd = _open_root(res, root)
@@ -616,6 +624,8 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
             for raw in out.split(b"\0"):
                 path = raw.decode("utf-8", "surrogateescape")
                 path = path[2:] if path.startswith("./") else path
+                if type_globs and not hidden and path.rpartition("/")[2].startswith("."):
+                    continue
                 if path and regex.fullmatch(path):
                     try:
                         found.append((os.stat(path, dir_fd=root_fd, follow_symlinks=False).st_mtime, path))

@@ -289,6 +289,18 @@ def select_files(
     return selected
 
 
+# A last component made of these alone (not starting with a dot, which ripgrep's file types
+# handle apart) means the same to ripgrep's globs as to ours.
+_PLAIN_NAME_GLOB = re.compile(r"[A-Za-z0-9_*?+ -][A-Za-z0-9._*?+ -]*")
+
+
+def name_globs(pattern: str) -> list[str]:
+    """A file-name glob every file matching ``pattern`` satisfies (its last component), for
+    ripgrep to list only those; none when that component needs our own glob rules."""
+    name = pattern.rsplit("/", 1)[-1]
+    return [name] if "**" not in name and _PLAIN_NAME_GLOB.fullmatch(name) else []
+
+
 class FindReply(BaseModel):
     total: int
     files: list[tuple[str, float]]
@@ -312,6 +324,7 @@ async def find_files(
             "hidden": args.include_hidden,
             "no_ignore": not args.respect_gitignore,
             "globs": [EXCLUDED_DIR],
+            "type_globs": name_globs(pattern),
             "sort": args.sort_by,
             "offset": args.offset,
             "limit": args.limit,
