@@ -66,4 +66,9 @@ if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect debian:boo
   apt-get update -qq
   apt-get install -y -qq debootstrap >/dev/null
 fi
+# caisson serve's console test drives Debian's headless Chromium through chromedriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  log "installing chromium and chromium-driver (the console's browser test)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
 "$VENV/bin/caisson" image build >/dev/null

@@ -16,6 +16,7 @@ import anyio
 import docker
 import httpx
 
+from runtime.docker.images import resolve_base
 from runtime.server.serve import Hosted
 from runtime.server.settings import ServeSettings
 
@@ -24,14 +25,15 @@ POSTGRES_DOCKERFILE = Path(__file__).with_name("postgres.Dockerfile")
 
 def postgres_image(client: docker.DockerClient) -> str:
     """Debian's PostgreSQL on the project's local base image, built once per Dockerfile."""
-    tag = "caisson-test/postgres:" + hashlib.sha256(POSTGRES_DOCKERFILE.read_bytes()).hexdigest()[:12]
+    base = resolve_base(client)  # the sandbox image's base: local (debootstrapped) or public
+    tag = "caisson-test/postgres:" + hashlib.sha256(POSTGRES_DOCKERFILE.read_bytes() + base.encode()).hexdigest()[:12]
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
         # Host networking: the engine may have no iptables, so the bridge has no egress.
         client.images.build(
             path=str(POSTGRES_DOCKERFILE.parent), dockerfile=POSTGRES_DOCKERFILE.name, tag=tag,
-            network_mode="host", rm=True,
+            network_mode="host", rm=True, buildargs={"BASE": base},
         )
     return tag
 

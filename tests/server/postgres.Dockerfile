@@ -1,5 +1,5 @@
 # PostgreSQL for the server's store tests, from Debian's package on the project's local
-# base (no registry needed): built with host networking by tests/server/pg.py or setup.sh.
+# base (no registry needed): built with host networking by tests/server/harness.py.
 ARG BASE=caisson/debian-base:bookworm
 FROM ${BASE}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql \
