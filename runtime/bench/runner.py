@@ -11,6 +11,7 @@ import anyio
 from runtime.bench.density import bench_density
 from runtime.bench.file_tools import bench_file_tools
 from runtime.bench.harness import bench_harness
+from runtime.bench.hosted import bench_hosted
 from runtime.bench.pool import bench_pool
 from runtime.bench.shell import bench_bash
 from runtime.bench.stats import burst, measure, measure_sync, summarize
@@ -83,7 +84,7 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
 
 
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density"])
+    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted"])
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "grep_vs_rg_ratio": 1.5, "bash_true_p50_ms": 10, "pool_acquire_to_first_command_p50_ms": 15,
@@ -106,4 +107,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         report["pool"] = await bench_pool(iterations)
     if "density" in groups:
         report["density"] = await bench_density(sessions=100)
+    if "hosted" in groups:
+        report["hosted"] = await bench_hosted()
     return report

@@ -55,7 +55,7 @@ async def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
 async def tenant(who: Annotated[Principal, Depends(principal)], ctx: Ctx) -> TenantInfo:
     if who.tenant_id is None:
         raise Forbidden("an admin key manages tenants and keys; sessions need a tenant's key")
-    found = await ctx.store.tenant(who.tenant_id)
+    found = await ctx.tenancy.tenant(who.tenant_id)
     if found is None:
         raise Forbidden("this key's tenant no longer exists")
     return found

@@ -62,7 +62,7 @@ class RemoteMcp:
 
     async def _tools_for(self, ctx: Any) -> SessionTools:
         who: Principal = ctx.request.scope["state"]["principal"]
-        tenant = await self._ctx.store.tenant(who.tenant_id or "")
+        tenant = await self._ctx.tenancy.tenant(who.tenant_id or "")
         if tenant is None:
             raise MCPError(INVALID_REQUEST, "this key's tenant no longer exists")
         try:

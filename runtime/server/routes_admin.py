@@ -35,6 +35,7 @@ async def set_quotas(tenant_id: str, body: Quotas, _: Admin, ctx: Ctx) -> Tenant
     if await ctx.store.tenant(tenant_id) is None:
         raise NotFound("tenant", tenant_id)
     await ctx.store.set_quotas(tenant_id, body)
+    ctx.tenancy.forget_tenant(tenant_id)
     found = await ctx.store.tenant(tenant_id)
     assert found is not None
     return found

@@ -25,6 +25,8 @@ from runtime.session import Session
 
 log = get_logger("caisson.server")
 
+TENANT_CACHE_SECONDS = 5.0
+
 
 class NotFound(Exception):
     """Answered 404. ``foreign``: the id exists but is another tenant's (audited)."""
@@ -60,8 +62,23 @@ class Tenancy:
         self._live: dict[str, Live] = {}
         self._starting: dict[str, int] = {}
         self._lock = anyio.Lock()
+        self._tenants: dict[str, tuple[float, TenantInfo]] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
+
+    async def tenant(self, tenant_id: str) -> TenantInfo | None:
+        """The tenant and its quotas, read from the store at most every few seconds: every
+        request needs them, and a quota change may take that long to apply."""
+        cached = self._tenants.get(tenant_id)
+        if cached is not None and time.monotonic() - cached[0] < TENANT_CACHE_SECONDS:
+            return cached[1]
+        found = await self._store.tenant(tenant_id)
+        if found is not None:
+            self._tenants[tenant_id] = (time.monotonic(), found)
+        return found
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        self._tenants.pop(tenant_id, None)
 
     def live(self, tenant_id: str, session_id: str) -> Live:
         found = self._live.get(session_id)

@@ -1,0 +1,113 @@
+"""Bench group 'hosted': ``caisson serve`` under load, in its own process as deployed. Five
+tenants, twenty sessions, fifty concurrent clients (``RemoteRuntime``) making 2,000 tool calls
+between them; per-call latency as the client sees it (HTTP, auth, quotas, policy, daemon,
+audit) and every error counted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import anyio
+import httpx
+from anyio.streams.text import TextReceiveStream
+
+from runtime.bench.stats import summarize
+from runtime.remote import RemoteRuntime, RemoteSession
+
+START_TIMEOUT = 120.0
+
+
+async def _start_server(state: str) -> tuple[anyio.abc.Process, str, str]:
+    """``caisson serve`` on a free loopback port; its URL and the admin key it printed."""
+    proc = await anyio.open_process(
+        [sys.executable, "-m", "runtime.interfaces.cli", "serve", "--port", "0", "--state-dir", state, "--no-mcp"],
+        stderr=subprocess.DEVNULL, env={**os.environ, "CAISSON_STATE_DIR": state},
+    )
+    assert proc.stdout is not None
+    url = key = ""
+    with anyio.fail_after(START_TIMEOUT):
+        async for text in TextReceiveStream(proc.stdout):
+            for line in text.splitlines():
+                if "listening on " in line:
+                    url = line.split("listening on ", 1)[1].split()[0]
+                elif "admin API key" in line:
+                    key = line.rsplit(" ", 1)[1]
+            if url and key:
+                break
+    return proc, url, key
+
+
+async def bench_hosted(tenants: int = 5, sessions: int = 20, clients: int = 50, calls: int = 2000) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="caisson-bench-serve-") as state:
+        proc, url, admin_key = await _start_server(state)
+        try:
+            return await _load(url, admin_key, tenants, sessions, clients, calls)
+        finally:
+            proc.terminate()
+            with anyio.move_on_after(60):
+                await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+
+
+async def _load(url: str, admin_key: str, tenants: int, sessions: int, clients: int, calls: int) -> dict[str, Any]:
+    per_tenant = -(-sessions // tenants)
+    keys: list[str] = []
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=60) as admin:
+        for n in range(tenants):
+            quotas = {"max_sessions": per_tenant, "calls_per_minute": 1_000_000}
+            made = (await admin.post("/tenants", json={"name": f"bench-{n}", "quotas": quotas})).json()
+            keys.append((await admin.post(f"/tenants/{made['id']}/keys", json={})).json()["token"])
+    runtimes = [RemoteRuntime(url, key) for key in keys]
+    opened: list[RemoteSession] = []
+    latencies: list[float] = []
+    errors: list[str] = []
+    try:
+        for rt in runtimes:
+            await rt.__aenter__()
+        started = time.perf_counter()
+
+        async def open_one(i: int) -> None:
+            opened.append(await runtimes[i % tenants].open_session())
+
+        async with anyio.create_task_group() as tg:
+            for i in range(sessions):
+                tg.start_soon(open_one, i)
+        open_seconds = time.perf_counter() - started
+
+        counter = iter(range(calls))
+
+        async def client() -> None:
+            for i in counter:  # the clients share one sequence of calls
+                s = opened[i % len(opened)]
+                t0 = time.perf_counter()
+                try:
+                    result = await s.call("bash", {"command": f"echo {i}"})
+                    if not result.ok or result.text.strip() != str(i):
+                        errors.append(f"call {i}: {result.text[:200]}")
+                except Exception as exc:  # counted, reported; the run goes on
+                    errors.append(f"call {i}: {exc!r}"[:200])
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(clients):
+                tg.start_soon(client)
+        seconds = time.perf_counter() - started
+    finally:
+        with anyio.CancelScope(shield=True):
+            for s in opened:
+                await s.close()
+            for rt in runtimes:
+                await rt.__aexit__(None, None, None)
+    return {
+        "tenants": tenants, "sessions": sessions, "clients": clients, "calls": calls,
+        "open_sessions_seconds": round(open_seconds, 2),
+        "call": summarize(latencies), "seconds": round(seconds, 2), "calls_per_second": round(calls / seconds, 1),
+        "errors": len(errors), "error_samples": errors[:5],
+    }

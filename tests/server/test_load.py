@@ -1,0 +1,17 @@
+"""The bench group 'hosted' at a small size: a real ``caisson serve`` process, several tenants
+and concurrent clients, every call answered correctly."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.bench.hosted import bench_hosted
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_hosted_bench_group_runs_clean(sandbox_image: str) -> None:
+    report = await bench_hosted(tenants=2, sessions=4, clients=8, calls=80)
+    print(report)
+    assert report["errors"] == 0 and report["call"]["n"] == 80
+    assert report["call"]["p50_ms"] > 0 and report["calls_per_second"] > 0
