@@ -217,7 +217,19 @@ def is_secret(
     """The secret pattern ``path`` matches, regardless of case (unless an exception matches
     too), else None."""
     lowered = path.lower()
+    patterns = tuple(patterns)
+    # One regex for all patterns: most paths match none (a search filters thousands).
+    if _any_regex(patterns).fullmatch(lowered) is None:
+        return None
     hit = next((p for p in patterns if glob_match(p.lower(), lowered)), None)
     if hit is None or any(glob_match(e.lower(), lowered) for e in exceptions):
         return None
     return hit
+
+
+@lru_cache(maxsize=64)
+def _any_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """Matches what any of ``patterns`` matches, regardless of case (see is_secret)."""
+    if not patterns:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{_glob_regex(p.lower()).pattern})" for p in patterns), re.DOTALL)
