@@ -219,3 +219,23 @@ def test_state_survives_a_restart(api: Api, tmp_path_factory: Any) -> None:
         other.stop()
     with t.client() as c:
         c.delete(f"/sessions/{sid}")
+
+
+def test_unanswered_approval_is_a_deny(sandbox_image: str, tmp_path_factory: Any) -> None:
+    from tests.server.conftest import start_server
+
+    server = start_server(tmp_path_factory.mktemp("approval-timeout"), sandbox_image, approval_timeout=1.5)
+    try:
+        assert server.hosted.admin_token
+        api = Api(server.url, server.hosted.admin_token, "sqlite", server)
+        t = api.tenant("timeout")
+        with t.client() as c:
+            sid = open_session(c)
+            started = time.monotonic()
+            result = c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": DANGEROUS}}).json()
+            assert 1.5 <= time.monotonic() - started < 10
+            assert result["ok"] is False and result["decision"] == "denied" and "No approval within" in result["text"]
+            [expired] = c.get("/approvals", params={"state": "expired"}).json()
+            assert c.post(f"/approvals/{expired['id']}", json={"decision": "allow_once"}).status_code == 409
+    finally:
+        server.stop()
