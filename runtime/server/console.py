@@ -7,15 +7,24 @@ from __future__ import annotations
 from importlib import resources
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 router = APIRouter(tags=["console"])
 
-# The page may run only its own script and talk only to this origin.
-CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'"
+# The page may run only its own script file and talk only to this origin; no frames.
+CSP = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'"
+HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+
+
+def _asset(name: str) -> str:
+    return resources.files("runtime.server").joinpath(name).read_text(encoding="utf-8")
 
 
 @router.get("/console", response_class=HTMLResponse, include_in_schema=False)
 async def console() -> HTMLResponse:
-    page = resources.files("runtime.server").joinpath("console.html").read_text(encoding="utf-8")
-    return HTMLResponse(page, headers={"Content-Security-Policy": CSP, "X-Frame-Options": "DENY"})
+    return HTMLResponse(_asset("console.html"), headers=HEADERS)
+
+
+@router.get("/console.js", include_in_schema=False)
+async def console_script() -> Response:
+    return Response(_asset("console.js"), media_type="text/javascript", headers=HEADERS)

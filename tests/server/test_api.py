@@ -239,3 +239,16 @@ def test_unanswered_approval_is_a_deny(sandbox_image: str, tmp_path_factory: Any
             assert c.post(f"/approvals/{expired['id']}", json={"decision": "allow_once"}).status_code == 409
     finally:
         server.stop()
+
+
+def test_a_session_whose_container_ended_is_closed(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
+    t = sqlite_api.tenant("ended", max_sessions=1)
+    with t.client() as c:
+        sid = open_session(c)
+        for container in docker_engine.containers.list(filters={"label": f"caisson.session={sid}"}):
+            container.kill()
+        gone = c.post(f"/sessions/{sid}/exec", json={"command": "true"})
+        assert gone.status_code == 410 and "open a new one" in gone.json()["detail"]
+        assert c.get(f"/sessions/{sid}").json()["state"] == "closed"
+        again = open_session(c)                        # its quota slot is free again
+        assert c.delete(f"/sessions/{again}").status_code == 204
