@@ -114,6 +114,10 @@ class RemoteRuntime:
         """A session on the server; ``overrides`` are SessionConfig fields (image, profile, limits,
         ttl, idle_timeout, env), ``from_snapshot`` a snapshot id from ``snapshot()``."""
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
+        given = set(overrides) | (config.model_fields_set if config is not None else set())
+        if unsupported := sorted(given - {*SESSION_FIELDS, "limits"}):
+            # Silently dropping them would run the session other than asked.
+            raise CaissonError(f"the hosted API does not take {', '.join(unsupported)}; the server decides them")
         body: dict[str, Any] = {k: getattr(cfg, k) for k in SESSION_FIELDS}
         if "limits" in overrides or config is not None:
             body["limits"] = {"memory": cfg.limits.memory, "cpus": cfg.limits.cpus, "pids": cfg.limits.pids}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runtime import RemoteRuntime, Runtime
-from runtime.errors import OpError
+from runtime.errors import CaissonError, OpError
 from runtime.remote import RemoteError
 from tests.server.harness import Api, untar
 
@@ -80,6 +80,8 @@ async def test_remote_errors_are_the_librarys(sqlite_api: Api) -> None:
         with pytest.raises(OpError) as no_task:
             await s.task_read("t-none")
         assert no_task.value.code == "no_such_task"
+        with pytest.raises(CaissonError, match="network"):
+            await rt.open_session(network=True)
     async with RemoteRuntime(sqlite_api.url, "cai_kbad_secret") as rt:
         with pytest.raises(RemoteError) as bad:
             await rt.open_session()
