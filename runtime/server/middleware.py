@@ -19,6 +19,7 @@ log = get_logger("caisson.server.requests")
 # Polled constantly by monitoring, and saying nothing about tenants.
 UNLOGGED = frozenset({"/metrics", "/healthz"})
 FLUSH_EVERY = 0.5
+PRUNE_EVERY = 3600.0
 
 
 class BodyLimit:
@@ -77,10 +78,12 @@ async def _answer_413(scope: Scope, send: Send, limit: int) -> None:
 
 
 class RequestLog:
-    """Buffers request records; ``run`` writes them to the store every half second."""
+    """Buffers request records; ``run`` writes them to the store every half second and drops
+    records older than ``keep_days`` once an hour."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, keep_days: float = 30.0) -> None:
         self._store = store
+        self._keep = keep_days * 86400
         self._pending: list[RequestRecord] = []
 
     def add(self, record: RequestRecord) -> None:
@@ -95,10 +98,17 @@ class RequestLog:
                 log.exception("writing the request log failed", records=len(batch))
 
     async def run(self) -> None:
+        pruned = 0.0
         try:
             while True:
                 await anyio.sleep(FLUSH_EVERY)
                 await self.flush()
+                if time.monotonic() - pruned > PRUNE_EVERY:
+                    pruned = time.monotonic()
+                    try:
+                        await self._store.prune_requests(time.time() - self._keep)
+                    except Exception:  # retried at the next hour
+                        log.exception("pruning the request log failed")
         finally:
             with anyio.CancelScope(shield=True):
                 await self.flush()

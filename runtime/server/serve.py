@@ -64,7 +64,7 @@ class Hosted:
                 ctx = ServerContext(
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
-                    metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store),
+                    metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
                 )
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)

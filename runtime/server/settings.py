@@ -16,6 +16,7 @@ class ServeSettings(BaseModel):
     max_body: int = Field(16 * 1024 * 1024, gt=0, description="largest request body, bytes")
     max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest file write or tar copy-in, bytes")
     approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
+    request_log_days: float = Field(30.0, gt=0, description="days the request log keeps a request")
     mcp: bool = Field(True, description="serve Streamable HTTP MCP at /mcp")
     log_level: str = "warning"
     ssl_certfile: str | None = None

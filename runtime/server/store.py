@@ -6,6 +6,7 @@ on the database."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,6 +101,10 @@ class Store:
         if url.startswith("sqlite"):
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         meta.create_all(self.engine)
+        database = self.engine.url.database
+        if url.startswith("sqlite") and database and database != ":memory:":
+            # Key digests and the request log are nobody else's business on this host.
+            os.chmod(database, 0o600)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -241,6 +246,10 @@ class Store:
     async def log_requests(self, records: list[RequestRecord]) -> None:
         rows = [r.model_dump() for r in records]
         await self._run(lambda c: c.execute(requests_log.insert(), rows))
+
+    async def prune_requests(self, before: float) -> int:
+        stmt = requests_log.delete().where(requests_log.c.time < before)
+        return int(await self._run(lambda c: c.execute(stmt).rowcount))
 
     async def requests(self, tenant_id: str, limit: int = 100) -> list[RequestRecord]:
         stmt = (
