@@ -46,7 +46,7 @@ def test_exec_stream_resumes_without_loss_or_repeat(sqlite_api: Api) -> None:
                 last_id = ev["id"]
                 if out.count("\n") >= 10:
                     break
-        assert out and len(out) < len(STDOUT)
+        assert out  # (a loaded machine may have sent it all by now: then the resumes carry only the exit)
 
         # Resumed by Last-Event-ID, cut again, then resumed by query parameters.
         with c.stream("GET", f"/sessions/{sid}/tasks/{task_id}/stream", headers={"Last-Event-ID": last_id}) as r:
