@@ -5,14 +5,16 @@ tasks read by offset, and command output streamed as Server-Sent Events."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
+from runtime.client import archive
 from runtime.client.models import TaskInfo
-from runtime.errors import OpError
+from runtime.errors import CaissonError, OpError
+from runtime.logs import get_logger
 from runtime.server.deps import Ctx, LiveSession
 from runtime.server.models import (
     CallBody,
@@ -27,6 +29,7 @@ from runtime.server.models import (
 from runtime.server.streams import sse_task_events
 
 router = APIRouter(tags=["calls"])
+log = get_logger("caisson.server")
 
 Path = Annotated[str, Query(min_length=1, max_length=4096, description="a container path; relative to the workdir")]
 Offset = Annotated[int, Query(ge=0, le=2**62)]
@@ -70,10 +73,10 @@ async def copy_in(live: LiveSession, request: Request, dest: Path) -> None:
 
 @router.get("/sessions/{session_id}/copy-out", response_class=StreamingResponse, responses=BYTES_REPLY)
 async def copy_out(live: LiveSession, path: Path) -> StreamingResponse:
-    """A container file or directory as a tar stream."""
+    """A container file or directory as a tar stream, archived as the agent user."""
     if not (await live.agent.stat(path)).exists:
         raise OpError("not_found", f"{path} does not exist in the session")
-    return StreamingResponse(live.session.copy_out(path), media_type="application/x-tar")
+    return StreamingResponse(await _primed(archive.copy_out(live.agent, path)), media_type="application/x-tar")
 
 
 @router.post("/sessions/{session_id}/tasks", status_code=status.HTTP_201_CREATED)
@@ -121,6 +124,35 @@ async def exec_stream(live: LiveSession, body: SpawnBody) -> StreamingResponse:
     connection (until its timeout): resume with ``GET .../tasks/{task_id}/stream``."""
     task = await live.agent.spawn(body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name)
     return _sse(sse_task_events(live.agent, task.task_id, 0, 0, announce=True))
+
+
+async def _primed(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks`` with its first piece already made, so a failure to start (a path the agent
+    may not read) is answered with its status instead of breaking a started response."""
+    try:
+        first = await anext(chunks, b"")
+    except BaseException:
+        await _close(chunks)
+        raise
+
+    async def rest() -> AsyncIterator[bytes]:
+        try:
+            if first:
+                yield first
+            async for chunk in chunks:
+                yield chunk
+        except CaissonError as exc:  # past the status line: the client sees a cut tar stream
+            log.warning("copy-out stopped", error=str(exc))
+        finally:
+            await _close(chunks)
+
+    return rest()
+
+
+async def _close(chunks: AsyncIterator[bytes]) -> None:
+    """Run the generator's clean-up (the staged archive's removal) now, not at collection."""
+    if isinstance(chunks, AsyncGenerator):
+        await chunks.aclose()
 
 
 def _sse(events: AsyncIterator[bytes]) -> StreamingResponse:

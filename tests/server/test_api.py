@@ -80,6 +80,8 @@ def test_session_primitives_tools_and_close(api: Api, docker_engine: docker.Dock
         assert c.get(f"/sessions/{sid}/files", params={"path": "in/repo/sub/b.txt"}).content == b"beta\n"
         out = untar(c.get(f"/sessions/{sid}/copy-out", params={"path": "/workspace/in/repo"}).content)
         assert out == {"./a.txt": b"alpha\n", "./sub/b.txt": b"beta\n"}
+        root_only = c.get(f"/sessions/{sid}/copy-out", params={"path": "/etc/shadow"})   # archived as the agent
+        assert root_only.status_code == 400 and root_only.json()["error"] == "copy_failed"
 
         assert c.delete(f"/sessions/{sid}").status_code == 204
         assert c.get(f"/sessions/{sid}").json()["state"] == "closed"
