@@ -31,6 +31,8 @@ from runtime.server.streams import sse_task_events
 router = APIRouter(tags=["calls"])
 log = get_logger("caisson.server")
 
+# The server holds a file read whole in memory before answering.
+MAX_READ = 256 * 1024 * 1024
 Path = Annotated[str, Query(min_length=1, max_length=4096, description="a container path; relative to the workdir")]
 Offset = Annotated[int, Query(ge=0, le=2**62)]
 RAW_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
@@ -51,8 +53,12 @@ async def exec_command(live: LiveSession, body: ExecBody) -> ExecResult:
 
 
 @router.get("/sessions/{session_id}/files", response_class=Response, responses=BYTES_REPLY)
-async def read_file(live: LiveSession, path: Path, offset: Offset = 0, length: Annotated[int, Query(ge=-1)] = -1) -> Response:
-    data = await live.agent.read_file(path, offset, length)
+async def read_file(
+    live: LiveSession, path: Path, offset: Offset = 0, length: Annotated[int, Query(ge=-1, le=MAX_READ)] = -1
+) -> Response:
+    """The file's bytes (or ``length`` bytes from ``offset``); a whole file over 256 MiB is
+    refused (413, output_limit): read it in ranges or copy it out."""
+    data = await live.agent.read_file(path, offset, length, max_size=MAX_READ if length == -1 else None)
     return Response(data, media_type="application/octet-stream")
 
 
