@@ -19,6 +19,7 @@ log = get_logger("caisson.server.requests")
 # Polled constantly by monitoring, and saying nothing about tenants.
 UNLOGGED = frozenset({"/metrics", "/healthz"})
 FLUSH_EVERY = 0.5
+FILE_BODY = 256 * 1024 * 1024
 PRUNE_EVERY = 3600.0
 
 
@@ -33,7 +34,11 @@ class BodyLimit:
 
     def limit_for(self, scope: Scope) -> int:
         path: str = scope.get("path", "")
-        return self.upload if path.endswith(("/copy-in", "/files")) else self.default
+        if path.endswith("/copy-in"):  # streamed into the session as it arrives
+            return self.upload
+        if path.endswith("/files"):  # held whole in memory before it is written
+            return min(self.upload, FILE_BODY)
+        return self.default
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
