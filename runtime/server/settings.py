@@ -14,7 +14,7 @@ class ServeSettings(BaseModel):
     state_dir: str | None = Field(None, description="default: the runtime's (CAISSON_STATE_DIR or ~/.caisson)")
     image: str | None = Field(None, description="image of sessions that name none; default: the built caisson image")
     max_body: int = Field(16 * 1024 * 1024, gt=0, description="largest request body, bytes")
-    max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest file write or tar copy-in, bytes")
+    max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest tar copy-in, bytes (a file write: at most 256 MiB)")
     approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
     request_log_days: float = Field(30.0, gt=0, description="days the request log keeps a request")
     mcp: bool = Field(True, description="serve Streamable HTTP MCP at /mcp")
