@@ -120,8 +120,12 @@ async def walk_with_rules(
 async def search_root(ctx: ToolContext, path: str | None) -> tuple[str, str]:
     """The absolute search path and its type (file or dir), with seed 000's errors."""
     root = ctx.resolve(path or ".")
-    with op_errors(root):
-        st = await ctx.client.stat(root)
+    probe = ctx.probe(root)  # the dispatcher's stat of it, for the policy
+    if probe is not None:
+        st = probe.stat
+    else:
+        with op_errors(root):
+            st = await ctx.client.stat(root)
     if not st.exists:
         raise ToolError("not_found", f"Search path does not exist: {root}")
     if st.type not in ("file", "dir"):
