@@ -85,3 +85,22 @@ async def test_remote_mcp_needs_a_tenant_key(sqlite_api: Api) -> None:
         stolen = await anon.post("/mcp", json=ping, headers={**headers, **b.headers, "mcp-session-id": sid})
         assert stolen.status_code == 404
         await anon.delete("/mcp", headers={**a.headers, "mcp-session-id": sid})
+
+
+async def test_dangerous_mcp_call_waits_for_the_tenants_answer(sqlite_api: Api) -> None:
+    t = sqlite_api.tenant("mcp-approve")
+    async with mcp_client(sqlite_api.url, t.token) as client:
+        answer: dict[str, object] = {}
+
+        async def approve_when_asked() -> None:
+            async with httpx.AsyncClient(base_url=sqlite_api.url, headers=t.headers) as c:
+                while not (pending := (await c.get("/approvals")).json()):
+                    await anyio.sleep(0.1)
+                answer.update(pending[0])
+                await c.post(f"/approvals/{pending[0]['id']}", json={"decision": "allow_once"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(approve_when_asked)
+            r = await client.call_tool("bash", {"command": 'python3 -c "print(6 * 7)"'})
+        assert not r.is_error and r.content[0].text.strip() == "42"  # type: ignore[union-attr]
+        assert answer["tool"] == "bash" and answer["session_id"] in tenant_sessions(t)
