@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -31,6 +32,7 @@ from runtime.profiles.base import Profile
 from runtime.profiles.export import export_tools, prompt_text
 from runtime.runtime import Runtime
 from runtime.session import Session
+from runtime.tools.base import ToolResult
 
 log = get_logger("caisson.mcp")
 
@@ -84,10 +86,15 @@ class SessionTools:
     """The tools of one (replaceable) session of ``profile``, as MCP handlers; sessions are
     opened and closed by the given functions."""
 
-    def __init__(self, profile: Profile, open_session: Opener, close_session: Closer | None = None) -> None:
+    def __init__(
+        self, profile: Profile, open_session: Opener, close_session: Closer | None = None,
+        observe: Callable[[ToolResult, float], None] | None = None,
+    ) -> None:
         self._profile = profile
         self._open = open_session
         self._close = close_session or (lambda s: s.close())
+        # Told of every call's result and seconds (caisson serve's metrics).
+        self._observe = observe
         self._session: Session | None = None
         self._lock = anyio.Lock()
 
@@ -111,8 +118,11 @@ class SessionTools:
         session, notice = await self.current()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_report_progress, ctx)
+            started = time.perf_counter()
             result = await session.call(params.name, dict(params.arguments or {}))
             tg.cancel_scope.cancel()
+        if self._observe is not None:
+            self._observe(result, time.perf_counter() - started)
         text = f"{notice}\n\n{result.text}" if notice else result.text
         structured = (
             result.data

@@ -87,7 +87,7 @@ class RemoteMcp:
         return tools
 
     def _tools(self, who: Principal) -> SessionTools:
-        return SessionTools(self._profile, lambda: self._open(who), self._close_for(who))
+        return SessionTools(self._profile, lambda: self._open(who), self._close_for(who), observe=self._ctx.metrics.call)
 
     async def close(self) -> None:
         for tools in self._by_key.values():

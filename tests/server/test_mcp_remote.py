@@ -104,3 +104,5 @@ async def test_dangerous_mcp_call_waits_for_the_tenants_answer(sqlite_api: Api) 
             r = await client.call_tool("bash", {"command": 'python3 -c "print(6 * 7)"'})
         assert not r.is_error and r.content[0].text.strip() == "42"  # type: ignore[union-attr]
         assert answer["tool"] == "bash" and answer["session_id"] in tenant_sessions(t)
+    metrics = httpx.get(f"{sqlite_api.url}/metrics").text
+    assert 'caisson_calls_total{decision="approved",outcome="ok",tool="bash"}' in metrics
