@@ -156,7 +156,11 @@ class AuditLog:
                     except queue.Empty:
                         break
                 stop = any(item is _STOP for item in batch)
-                events = [self._finish(*item) for item in batch if item is not _STOP]
+                events = []
+                for item in batch:
+                    if item is not _STOP:
+                        events.append(self._finish(*item))
+                        time.sleep(0)  # the interpreter to the calls' thread between events
                 try:
                     self._write(events, conn)
                 except Exception:  # keep auditing after a transient failure (disk full …)
