@@ -41,7 +41,7 @@ class Hosted:
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         self.url: str | None = None
-        # Set when the store had no admin key and one was made at start: shown once.
+        # Set when an admin key was made at start (none in the store, or asked for): shown once.
         self.admin_token: str | None = None
         self._server: uvicorn.Server | None = None
 
@@ -59,8 +59,9 @@ class Hosted:
             try:
                 if stale := await store.close_all_sessions():
                     log.info("sessions of a previous run marked closed", sessions=stale)
-                if not await store.has_admin_key():
-                    self.admin_token = (await auth.create_key(store, "admin", None, "made at first start")).token
+                if self.settings.new_admin_key or not await store.has_admin_key():
+                    label = "asked for at start" if self.settings.new_admin_key else "made at first start"
+                    self.admin_token = (await auth.create_key(store, "admin", None, label)).token
                 ctx = ServerContext(
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),

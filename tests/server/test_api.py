@@ -3,12 +3,16 @@ tool calls and primitives, tasks, copies, snapshots, forks, approvals, quotas, l
 
 from __future__ import annotations
 
+import ssl
+import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import docker
 import httpx
+import pytest
 
 from tests.server.harness import Api, TenantKey, tar_of, untar
 
@@ -254,3 +258,29 @@ def test_a_session_whose_container_ended_is_closed(sqlite_api: Api, docker_engin
         assert c.get(f"/sessions/{sid}").json()["state"] == "closed"
         again = open_session(c)                        # its quota slot is free again
         assert c.delete(f"/sessions/{again}").status_code == 204
+
+
+def test_tls_and_a_new_admin_key(sqlite_api: Api, sandbox_image: str, tmp_path: Path) -> None:
+    """``--ssl-certfile/--ssl-keyfile`` serve HTTPS; ``--new-admin-key`` prints a further admin
+    key for the same database (the way back from a lost one)."""
+    from tests.server.conftest import start_server
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+    )
+    t = sqlite_api.tenant("tls")
+    db = f"sqlite:///{sqlite_api.server.hosted.settings.state_dir}/server.sqlite3"
+    server = start_server(tmp_path, sandbox_image, db=db, ssl_certfile=str(cert), ssl_keyfile=str(key), new_admin_key=True)
+    try:
+        assert server.url.startswith("https://") and server.hosted.admin_token
+        with httpx.Client(base_url=server.url, verify=ssl.create_default_context(cafile=str(cert))) as c:
+            names = {x["name"] for x in c.get("/tenants", headers={"Authorization": f"Bearer {server.hosted.admin_token}"}).json()}
+            assert any(n.startswith("tls-") for n in names)
+            assert c.get("/sessions", headers=t.headers).status_code == 200
+        with pytest.raises(httpx.TransportError):              # plain HTTP gets no answer there
+            httpx.get(server.url.replace("https://", "http://") + "/healthz", timeout=5)
+    finally:
+        server.stop()
