@@ -144,6 +144,7 @@ class Tenancy:
                 )
                 live = Live(session=session, info=info)
                 self._live[session.id] = live
+                self._starting[tenant.id] -= 1  # counted as live from here on, not twice
                 opened.append(live)
                 await self._store.add_session(info)
         except BaseException:
@@ -152,7 +153,7 @@ class Tenancy:
                     await self.close(live)
             raise
         finally:
-            self._starting[tenant.id] -= n
+            self._starting[tenant.id] -= n - len(opened)
         log.info("sessions opened", tenant=tenant.id, sessions=[o.info.id for o in opened])
         return opened
 
