@@ -284,3 +284,26 @@ def test_tls_and_a_new_admin_key(sqlite_api: Api, sandbox_image: str, tmp_path: 
             httpx.get(server.url.replace("https://", "http://") + "/healthz", timeout=5)
     finally:
         server.stop()
+
+
+def test_session_quota_holds_under_concurrent_opens(api: Api) -> None:
+    t = api.tenant("race", max_sessions=2)
+    statuses: list[int] = []
+    made: list[str] = []
+
+    def open_one() -> None:
+        with t.client() as c:
+            r = c.post("/sessions", json={})
+            statuses.append(r.status_code)
+            if r.status_code == 201:
+                made.append(r.json()["id"])
+
+    threads = [threading.Thread(target=open_one) for _ in range(5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert sorted(statuses) == [201, 201, 429, 429, 429]
+    with t.client() as c:
+        for sid in made:
+            assert c.delete(f"/sessions/{sid}").status_code == 204
