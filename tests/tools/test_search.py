@@ -15,7 +15,7 @@ from runtime import Runtime, Session
 from runtime.bench.file_tools import make_tree
 from runtime.docker.images import resolve_base
 from runtime.tools.search.grep import GrepInput, run_search
-from runtime.tools.search.listing import GlobInput, find_files
+from runtime.tools.search.listing import GlobInput, find_files, name_globs
 
 pytestmark = pytest.mark.anyio
 
@@ -276,6 +276,14 @@ async def test_grep_gives_identical_results_with_and_without_ripgrep(
     assert (rg.engine, py.engine) == ("rg", "python")
     assert rg.files, "a parity query should find something"
     assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})
+
+
+def test_glob_hands_ripgrep_only_plain_name_globs() -> None:
+    assert name_globs("**/*.py") == ["*.py"] and name_globs("src/test_?.rs") == ["test_?.rs"]
+    assert name_globs("Makefile") == ["Makefile"]
+    # Our own rules (classes, alternatives, a leading dot, **) stay with the daemon's regex.
+    for pattern in ("src/**", "**/*.{log,md}", "**/.*", "[ab].py", "dir/"):
+        assert name_globs(pattern) == [], pattern
 
 
 @pytest.mark.parametrize("pattern", ["**/*.py", "*.txt", "src/**", "**/*.{log,md}", "**/.*"])
