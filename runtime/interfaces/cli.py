@@ -96,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
     settings = ServeSettings(
         host=args.host, port=args.port, db=args.db, state_dir=args.state_dir, approval_timeout=args.approval_timeout,
-        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, mcp=not args.no_mcp, new_admin_key=args.new_admin_key,
+        ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, mcp=not args.no_mcp, new_admin_key=args.new_admin_key, public_url=args.public_url,
     )
 
     def ready(hosted: Hosted) -> None:
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve remote MCP at /mcp")
     serve.add_argument("--new-admin-key", action="store_true", help="make and print another admin key (a lost one)")
+    serve.add_argument("--public-url", help="where clients reach this replica, told to clients that ask another one")
     serve.set_defaults(fn=cmd_serve)
 
     tools = sub.add_parser("tools", help="export a profile's tool definitions")

@@ -96,6 +96,9 @@ class RemoteRuntime:
 
     async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         r = await self.http.request(method, path, **kw)
+        if r.status_code == 421 and "location" in r.headers:
+            # Another replica of the control plane holds the session: ask it there.
+            r = await self.http.request(method, r.headers["location"], **kw)
         _raise_for(r)
         return r
 

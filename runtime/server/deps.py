@@ -67,7 +67,7 @@ Tenant = Annotated[TenantInfo, Depends(tenant)]
 
 async def live_session(session_id: str, who: Tenant, ctx: Ctx) -> Live:
     """One of the caller's open sessions, after counting the operation against its quota."""
-    live = ctx.tenancy.live(who.id, session_id)
+    live = await ctx.tenancy.locate(who.id, session_id)
     ctx.limiter.take(who.id, who.quotas.calls_per_minute)
     return live
 

@@ -15,7 +15,7 @@ from runtime.server.auth import Forbidden, Unauthorized
 from runtime.server.deps import ServerContext
 from runtime.server.quotas import QuotaExceeded
 from runtime.server.routes_admin import Conflict
-from runtime.server.tenancy import NotAllowed, NotFound
+from runtime.server.tenancy import Elsewhere, NotAllowed, NotFound
 
 log = get_logger("caisson.server")
 
@@ -59,6 +59,13 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
         if exc.foreign:
             request.state.audit_note = f"cross-tenant: {exc.kind}"
         return problem(404, f"no_such_{exc.kind}", str(exc))
+
+    @on(Elsewhere)
+    async def elsewhere(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Elsewhere)
+        # 421: this replica cannot answer for the session; the one that holds it can.
+        headers = {"Location": exc.url.rstrip("/") + request.url.path} if exc.url else None
+        return problem(421, "other_replica", str(exc), headers)
 
     @on(QuotaExceeded)
     async def quota(request: Request, exc: Exception) -> JSONResponse:

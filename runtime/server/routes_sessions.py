@@ -33,7 +33,7 @@ async def get_session(session_id: str, who: Tenant, ctx: Ctx) -> SessionInfo:
 
 @router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_session(session_id: str, who: Tenant, ctx: Ctx) -> None:
-    await ctx.tenancy.close(ctx.tenancy.live(who.id, session_id))
+    await ctx.tenancy.close(await ctx.tenancy.locate(who.id, session_id))
 
 
 @router.get("/sessions/{session_id}/tools")

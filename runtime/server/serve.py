@@ -4,6 +4,7 @@ opened is closed when it stops."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 
 import anyio
@@ -11,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from runtime.config import RuntimeConfig
+from runtime.docker import reaper
 from runtime.logs import get_logger
 from runtime.policy import Policy
 from runtime.runtime import Runtime
@@ -55,10 +57,13 @@ class Hosted:
             store = Store(database_url(self.settings.db, rt.config.state_dir))
             policy = Policy.from_env()
             policy = policy.model_copy(update={"approval_timeout": self.settings.approval_timeout + POLICY_TIMEOUT_MARGIN})
-            tenancy = Tenancy(rt, store, policy, self.settings.image)
+            # The owner part tells a live process from a gone one; the suffix tells replicas
+            # apart even within one process.
+            server = f"{rt.config.owner}/{secrets.token_hex(4)}"
+            tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
             try:
-                if stale := await store.close_all_sessions():
-                    log.info("sessions of a previous run marked closed", sessions=stale)
+                if stale := await store.close_sessions_of_gone(lambda name: reaper.owner_alive(name.split("/")[0])):
+                    log.info("sessions of replicas that are gone marked closed", sessions=stale)
                 if self.settings.new_admin_key or not await store.has_admin_key():
                     label = "asked for at start" if self.settings.new_admin_key else "made at first start"
                     self.admin_token = (await auth.create_key(store, "admin", None, label)).token
@@ -109,6 +114,7 @@ class Hosted:
                 host, port = server.servers[0].sockets[0].getsockname()[:2]
                 scheme = "https" if s.ssl_certfile else "http"
                 self.url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}"
+                tenancy.url = s.public_url or self.url
                 log.info("serving", url=self.url)
                 if on_ready is not None:
                     on_ready(self)

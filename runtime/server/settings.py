@@ -12,6 +12,9 @@ class ServeSettings(BaseModel):
     port: int = Field(8700, ge=0, le=65535, description="0: any free port")
     db: str | None = Field(None, description="postgresql://... or sqlite:///...; default: server.sqlite3 in the state dir")
     state_dir: str | None = Field(None, description="default: the runtime's (CAISSON_STATE_DIR or ~/.caisson)")
+    public_url: str | None = Field(
+        None, description="where clients reach this replica, told to clients of other replicas; default: the bound address"
+    )
     image: str | None = Field(None, description="image of sessions that name none; default: the built caisson image")
     max_body: int = Field(16 * 1024 * 1024, gt=0, description="largest request body, bytes")
     max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest tar copy-in, bytes (a file write: at most 256 MiB)")

@@ -49,6 +49,9 @@ sessions = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("closed", sa.Float, nullable=True),
+    # The replica that holds the session's container and channel, and where it answers.
+    sa.Column("server", sa.String(300), nullable=True),
+    sa.Column("server_url", sa.String(300), nullable=True),
 )
 snapshots = sa.Table(
     "caisson_snapshots", meta,
@@ -170,8 +173,24 @@ class Store:
 
     # ---- sessions and snapshots ---------------------------------------------------------
 
-    async def add_session(self, info: SessionInfo) -> None:
-        await self._run(lambda c: c.execute(sessions.insert().values(**info.model_dump())))
+    async def add_session(self, info: SessionInfo, server: str, server_url: str | None) -> None:
+        values = {**info.model_dump(), "server": server, "server_url": server_url}
+        await self._run(lambda c: c.execute(sessions.insert().values(**values)))
+
+    async def open_sessions(self, tenant_id: str) -> int:
+        """The tenant's open sessions on every replica."""
+        stmt = sa.select(sa.func.count()).select_from(sessions).where(
+            sessions.c.tenant_id == tenant_id, sessions.c.state == "open"
+        )
+        return int(await self._run(lambda c: c.execute(stmt).scalar_one()))
+
+    async def session_home(self, session_id: str) -> tuple[str | None, str | None]:
+        """The replica holding an open session, and its address."""
+        stmt = sa.select(sessions.c.server, sessions.c.server_url).where(
+            sessions.c.id == session_id, sessions.c.state == "open"
+        )
+        row = await self._run(lambda c: c.execute(stmt).first())
+        return (row[0], row[1]) if row else (None, None)
 
     async def close_session(self, session_id: str) -> None:
         stmt = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
@@ -179,10 +198,18 @@ class Store:
         )
         await self._run(lambda c: c.execute(stmt))
 
-    async def close_all_sessions(self) -> int:
-        """At start: sessions a previous server process left open are gone with it."""
-        stmt = sessions.update().where(sessions.c.state == "open").values(state="closed", closed=time.time())
-        return int(await self._run(lambda c: c.execute(stmt).rowcount))
+    async def close_sessions_of_gone(self, alive: Callable[[str], bool]) -> int:
+        """At start: sessions whose replica is gone are gone with it; other replicas' stay."""
+        def work(c: Connection) -> int:
+            servers = c.execute(sa.select(sessions.c.server).where(sessions.c.state == "open").distinct()).scalars()
+            gone = [server for server in servers if server is None or not alive(server)]
+            if not gone:
+                return 0
+            condition = sa.or_(sessions.c.server.in_([g for g in gone if g is not None]), sessions.c.server.is_(None))
+            stmt = sessions.update().where(sessions.c.state == "open", condition).values(state="closed", closed=time.time())
+            return int(c.execute(stmt).rowcount)
+
+        return await self._run(work)
 
     async def session(self, session_id: str) -> SessionInfo | None:
         stmt = sessions.select().where(sessions.c.id == session_id)

@@ -37,6 +37,15 @@ class NotFound(Exception):
         self.foreign = foreign
 
 
+class Elsewhere(Exception):
+    """The session is open on another replica of this control plane (421, with its address)."""
+
+    def __init__(self, session_id: str, url: str | None) -> None:
+        where = f"the replica at {url}" if url else "another replica"
+        super().__init__(f"session {session_id!r} is served by {where}: send its requests there")
+        self.url = url
+
+
 class NotAllowed(Exception):
     """A request outside the tenant's allowances that waiting will not cure (403)."""
 
@@ -54,7 +63,12 @@ class Live:
 
 
 class Tenancy:
-    def __init__(self, rt: Runtime, store: Store, policy: Policy, default_image: str | None = None) -> None:
+    def __init__(
+        self, rt: Runtime, store: Store, policy: Policy, default_image: str | None = None, *, server: str = ""
+    ) -> None:
+        """``server``: this replica's name in the store; ``url`` (set once listening): its address."""
+        self.server = server
+        self.url: str | None = None
         self._rt = rt
         self._default_image = default_image
         self._store = store
@@ -85,6 +99,18 @@ class Tenancy:
         if found is None or found.info.tenant_id != tenant_id:
             raise NotFound("session", session_id, foreign=found is not None)
         return found
+
+    async def locate(self, tenant_id: str, session_id: str) -> Live:
+        """One of the tenant's open sessions held here; one held by another replica sharing
+        the store raises Elsewhere (so the client can go there), anything else NotFound."""
+        if session_id in self._live:
+            return self.live(tenant_id, session_id)
+        info = await self._store.session(session_id)
+        if info is not None and info.tenant_id == tenant_id and info.state == "open":
+            server, url = await self._store.session_home(session_id)
+            if server is not None and server != self.server:
+                raise Elsewhere(session_id, url)
+        raise NotFound("session", session_id, foreign=info is not None and info.tenant_id != tenant_id)
 
     async def record(self, tenant_id: str, session_id: str) -> SessionInfo:
         """A session of the tenant's, open or closed."""
@@ -126,7 +152,8 @@ class Tenancy:
             "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,
         })
         async with self._lock:
-            held = self.counts().get(tenant.id, 0) + self._starting.get(tenant.id, 0)
+            # Counted in the store, so the sessions of every replica sharing it count.
+            held = await self._store.open_sessions(tenant.id) + self._starting.get(tenant.id, 0)
             if held + n > quotas.max_sessions:
                 raise QuotaExceeded(
                     "sessions",
@@ -146,7 +173,7 @@ class Tenancy:
                 self._live[session.id] = live
                 self._starting[tenant.id] -= 1  # counted as live from here on, not twice
                 opened.append(live)
-                await self._store.add_session(info)
+                await self._store.add_session(info, self.server, self.url)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for live in opened:

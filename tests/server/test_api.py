@@ -3,6 +3,7 @@ tool calls and primitives, tasks, copies, snapshots, forks, approvals, quotas, l
 
 from __future__ import annotations
 
+import socket
 import ssl
 import subprocess
 import threading
@@ -10,10 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
 import httpx
 import pytest
 
+from runtime.server.models import SessionInfo
+from runtime.server.store import Store, database_url
 from tests.server.harness import Api, TenantKey, tar_of, untar
 
 DANGEROUS = 'python3 -c "print(6 * 7)"'
@@ -208,23 +212,37 @@ def test_requests_are_logged_with_tenant_and_key(api: Api) -> None:
 
 def test_state_survives_a_restart(api: Api, tmp_path_factory: Any) -> None:
     """Tenants and keys live in the store: a new server process on the same database knows
-    them, and sessions the old one had open are marked closed."""
+    them. A session another live server holds stays open; sessions of a server that is gone
+    (its process ended without closing them) are marked closed when a server starts."""
     from tests.server.conftest import start_server
 
     t = api.tenant("restart")
     with t.client() as c:
         sid = open_session(c)
-    db = api.server.hosted.settings.db
-    state = tmp_path_factory.mktemp("restart")
-    other = start_server(state, api.server.hosted.settings.image or "", db=db or f"sqlite:///{api.server.hosted.settings.state_dir}/server.sqlite3")
+    db = api.server.hosted.settings.db or f"sqlite:///{api.server.hosted.settings.state_dir}/server.sqlite3"
+    gone = _dead_pid()
+    store = Store(database_url(db, ""))
+    left = SessionInfo(id="s-left-behind", tenant_id=t.tenant_id, image=None, profile="caisson", memory="1g",
+                       state="open", created=time.time())
+    anyio.run(lambda: store.add_session(left, f"{socket.gethostname()}:{gone}:1/dead", None))
+    store.close()
+    other = start_server(tmp_path_factory.mktemp("restart"), api.server.hosted.settings.image or "", db=db)
     try:
         assert other.hosted.admin_token is None        # the store has an admin key already
         with httpx.Client(base_url=other.url, headers=t.headers) as c2:
-            assert c2.get(f"/sessions/{sid}").json()["state"] == "closed"
+            assert c2.get(f"/sessions/{sid}").json()["state"] == "open"
+            assert c2.get("/sessions/s-left-behind").json()["state"] == "closed"
     finally:
         other.stop()
     with t.client() as c:
         c.delete(f"/sessions/{sid}")
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 def test_unanswered_approval_is_a_deny(sandbox_image: str, tmp_path_factory: Any) -> None:
