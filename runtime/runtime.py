@@ -265,21 +265,22 @@ class Runtime:
         session_id: str,
         config: SessionConfig | None = None,
         *,
+        tenant: str | None = None,
         policy: Policy | None = None,
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
     ) -> Session:
-        """Attach to a running session left by another (or a restarted) controller.
+        """Attach to a running session of ``tenant`` (default: ``config.tenant``, else
+        "default") left by another (or a restarted) controller; another tenant's session is
+        answered as if it did not exist.
 
         Background tasks and their kept output survive; only in-flight replies are lost."""
+        asked = tenant or (config.tenant if config is not None else "default")
         row = await anyio.to_thread.run_sync(containers.find_session_container, self.client, session_id)
-        if row is None or row.get("State") != "running":
-            raise SessionError(f"session {session_id} has no running container to attach to")
-        labels = row.get("Labels") or {}
-        cfg = config or SessionConfig(
-            profile=labels.get(containers.LABEL_PROFILE, "caisson"),
-            tenant=labels.get(containers.LABEL_TENANT, "default"),
-        )
+        labels = (row or {}).get("Labels") or {}
+        if row is None or row.get("State") != "running" or labels.get(containers.LABEL_TENANT, "default") != asked:
+            raise SessionError(f"session {session_id} has no running container of tenant {asked} to attach to")
+        cfg = config or SessionConfig(profile=labels.get(containers.LABEL_PROFILE, "caisson"), tenant=asked)
         stream = await open_attach(
             self.docker_host, self.client.api.api_version, str(row["Id"]), timeout=self.config.start_timeout
         )

@@ -132,3 +132,20 @@ async def test_idle_session_stops_itself(rt: Runtime) -> None:
         assert not _exists(rt, s.container_id)
     finally:
         await s.close()
+
+
+async def test_reattach_needs_the_sessions_tenant(rt: Runtime) -> None:
+    s = await rt.open_session(tenant="tenant-a")
+    try:
+        await s.detach()
+        for wrong in (None, "tenant-b"):
+            with pytest.raises(SessionError) as refused:
+                await rt.reattach(s.id, tenant=wrong)
+            # The same answer as for a session that does not exist: no hint that it does.
+            assert "has no running container of tenant" in str(refused.value)
+        again = await rt.reattach(s.id, tenant="tenant-a")
+        assert again.config.tenant == "tenant-a"
+        assert (await again.exec("echo back")).stdout == "back\n"
+    finally:
+        if "again" in locals():
+            await again.close()
