@@ -41,6 +41,9 @@ LABEL_PROFILE = "caisson.profile"
 LABEL_GRACE = "caisson.grace"
 
 
+NUM_POOLS = 256
+
+
 def docker_host_url() -> str:
     return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 
@@ -48,7 +51,10 @@ def docker_host_url() -> str:
 def connect(docker_host: str | None = None) -> docker.DockerClient:
     url = docker_host or docker_host_url()
     try:
-        client = docker.DockerClient(base_url=url, version="auto", timeout=60)
+        # docker-py keeps one connection pool per request URL (container ids are in URLs) and
+        # closes the least recently used beyond num_pools, even while a thread is using it: with
+        # its default of 25, many sessions at once made requests fail. Room for a few hundred.
+        client = docker.DockerClient(base_url=url, version="auto", timeout=60, num_pools=NUM_POOLS)
         client.ping()
         return client
     except (docker.errors.DockerException, OSError) as exc:
