@@ -15,11 +15,19 @@ from typing import Any
 import docker
 import pytest
 
+from tests.loop import run_async
+
 LABEL = "caisson.session"
 
 
 def session_ids(client: docker.DockerClient) -> set[str]:
     return {c.labels[LABEL] for c in client.containers.list(all=True, filters={"label": LABEL})}
+
+
+def sessions_of(client: docker.DockerClient, pid: int) -> set[str]:
+    """Sessions whose owner is process ``pid`` (the owner label is host:pid:start)."""
+    rows = client.containers.list(all=True, filters={"label": LABEL})
+    return {c.labels[LABEL] for c in rows if c.labels.get("caisson.owner", "").split(":")[1:2] == [str(pid)]}
 
 
 class McpClient:
@@ -105,14 +113,14 @@ def docker_client() -> Any:
     client.close()
 
 
-def new_session(client: docker.DockerClient, before: set[str]) -> str:
-    started = session_ids(client) - before
+def new_session(client: docker.DockerClient, pid: int, seen: frozenset[str] = frozenset()) -> str:
+    """The one session process ``pid`` opened that is not in ``seen``."""
+    started = sessions_of(client, pid) - seen
     assert len(started) == 1, started
     return started.pop()
 
 
 def test_amp_profile_over_mcp(tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    before = session_ids(docker_client)
     mcp = McpClient("--profile", "amp", state=tmp_path)
     try:
         init = mcp.request(
@@ -151,7 +159,7 @@ def test_amp_profile_over_mcp(tmp_path: Path, docker_client: docker.DockerClient
         unknown = mcp.request("tools/call", {"name": "no_such_tool", "arguments": {}})
         assert unknown["error"]["code"] == -32602 and "no_such_tool" in unknown["error"]["message"]
 
-        sid = new_session(docker_client, before)
+        sid = new_session(docker_client, mcp.proc.pid)
         assert mcp.close() == 0
     finally:
         mcp.kill()
@@ -161,7 +169,6 @@ def test_amp_profile_over_mcp(tmp_path: Path, docker_client: docker.DockerClient
 
 
 def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    before = session_ids(docker_client)
     mcp = McpClient("--profile", "caisson", "--approve-all", state=tmp_path)
     try:
         # An older client's version is accepted (and structuredContent, newer, is left out).
@@ -177,7 +184,7 @@ def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: doc
 
         # Requests run concurrently: a ping overtakes a slow call, and a cancelled call
         # gets no reply at all.
-        sid = new_session(docker_client, before)
+        sid = new_session(docker_client, mcp.proc.pid)
         [container] = docker_client.containers.list(filters={"label": f"{LABEL}={sid}"})
 
         def stuck_running() -> bool:
@@ -203,7 +210,7 @@ def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: doc
         fresh = mcp.call("bash", {"command": "echo again"})
         assert fresh["isError"] is False and "fresh workspace" in fresh["content"][0]["text"]
         assert fresh["content"][0]["text"].rstrip().endswith("again")
-        replacement = new_session(docker_client, before | {sid})
+        replacement = new_session(docker_client, mcp.proc.pid, frozenset({sid}))
 
         assert mcp.close() == 0
     finally:
@@ -243,7 +250,6 @@ def test_streamable_http(tmp_path: Path, docker_client: docker.DockerClient) -> 
     from mcp import Client
 
     port = _free_port()
-    before = session_ids(docker_client)
     stderr = (tmp_path / "http-stderr.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "runtime.interfaces.cli", "mcp", "--http", f"127.0.0.1:{port}", "--approve-all"],
@@ -271,12 +277,12 @@ def test_streamable_http(tmp_path: Path, docker_client: docker.DockerClient) -> 
         raise TimeoutError("the HTTP server did not answer")
 
     try:
-        names, text, failed = anyio.run(session)
+        names, text, failed = run_async(session)
         assert {"bash", "read_file", "edit_file"} <= names
         assert not failed and text.split() == ["over", "http", "agent"]
-        assert len(session_ids(docker_client) - before) == 1
+        assert len(sessions_of(docker_client, proc.pid)) == 1
     finally:
         proc.send_signal(2)  # SIGINT: a clean stop
         assert proc.wait(timeout=30) == 0, (tmp_path / "http-stderr.log").read_text()
         stderr.close()
-    assert session_ids(docker_client) <= before
+    assert sessions_of(docker_client, proc.pid) == set()

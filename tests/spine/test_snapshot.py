@@ -28,12 +28,12 @@ async def test_fork_carries_state_and_forks_are_isolated(tmp_path: Path) -> None
             finally:
                 for fork in forks:
                     await fork.close()
-        snapshots = rt.client.images.list(name="caisson/snapshot")
-        assert snapshots
+        # Only this session's snapshots: other runtimes (a server under test) keep their own.
+        of_original = {"label": f"caisson.snapshot_of={original.id}"}
+        assert len(rt.client.images.list(name="caisson/snapshot", filters=of_original)) == 1
     # Leaving the runtime removed the snapshots it made.
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False)) as check:
-        mine = [i for i in check.client.images.list(name="caisson/snapshot") if i in snapshots]
-        assert mine == []
+        assert check.client.images.list(name="caisson/snapshot", filters=of_original) == []
 
 
 async def test_session_snapshot_restores_files_in_a_new_session(rt: Runtime) -> None:
