@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
+from typing import IO
 
 import anyio
 
@@ -28,17 +29,22 @@ PIECE = 1024 * 1024
 SPOOL_IN_MEMORY = 8 * 1024 * 1024
 
 
+def write_tar(path: Path, fileobj: IO[bytes]) -> None:
+    """A tar of a host file, or of a directory's contents (not the directory itself), into ``fileobj``."""
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        if path.is_dir():
+            for child in sorted(path.iterdir()):
+                tar.add(child, arcname=child.name)
+        else:
+            tar.add(path, arcname=path.name)
+
+
 async def _tar_of(path: Path) -> AsyncIterator[bytes]:
     """A tar of a host file or directory (its contents, not the directory itself)."""
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
 
         def build() -> None:
-            with tarfile.open(fileobj=spool, mode="w") as tar:
-                if path.is_dir():
-                    for child in sorted(path.iterdir()):
-                        tar.add(child, arcname=child.name)
-                else:
-                    tar.add(path, arcname=path.name)
+            write_tar(path, spool)
             spool.seek(0)
 
         await anyio.to_thread.run_sync(build)

@@ -11,12 +11,12 @@ about a second before it is stopped. Hard quotas need the XFS data-root (`caisso
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable
 
 import docker
 
 from runtime.docker.containers import LABEL_OWNER, engine_errors
+from runtime.docker.periodic import Periodic
 from runtime.logs import get_logger
 
 log = get_logger("caisson.disk")
@@ -24,30 +24,21 @@ log = get_logger("caisson.disk")
 PERIOD = 1.0
 
 
-class DiskWatch:
+class DiskWatch(Periodic):
     def __init__(self, client: docker.DockerClient, owner: str, watched: Callable[[], dict[str, int]]) -> None:
         """``watched()`` gives the containers to bound, each with its quota in bytes."""
+        super().__init__("caisson-disk", PERIOD)
         self._client = client
         self._owner = owner
         self._watched = watched
         # Why a container was ended, for the error its session's callers get.
         self.reasons: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="caisson-disk", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(PERIOD):
-            try:
-                self.check()
-            except Exception as exc:  # an engine hiccup: the next period tries again
-                log.warning("could not measure sessions' disk use", error=str(exc))
+    def tick(self) -> None:
+        try:
+            self.check()
+        except Exception as exc:  # an engine hiccup: the next period tries again
+            log.warning("could not measure sessions' disk use", error=str(exc))
 
     def check(self) -> None:
         quotas = self._watched()

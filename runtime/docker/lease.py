@@ -9,13 +9,13 @@ within the grace takes over the renewals.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import docker
 
 from runtime.docker import containers
+from runtime.docker.periodic import Periodic
 from runtime.logs import get_logger
 
 log = get_logger("caisson.lease")
@@ -25,35 +25,26 @@ RENEWALS_PER_GRACE = 4
 TICK = 1.0
 
 
-class LeaseKeeper:
+class LeaseKeeper(Periodic):
     def __init__(self, client: docker.DockerClient, leased: Callable[[], dict[str, tuple[float, bool]]]) -> None:
         """``leased()`` gives the containers to keep alive, each with its grace in seconds and
         whether it runs under gVisor."""
+        super().__init__("caisson-lease", TICK)
         self._client = client
         self._leased = leased
         self._renewed: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="caisson-lease", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(TICK):
-            now = time.monotonic()
-            leased = self._leased()
-            for container_id, (grace, gvisor) in leased.items():
-                if now - self._renewed.get(container_id, 0.0) < grace / RENEWALS_PER_GRACE:
-                    continue
-                try:
-                    containers.renew_lease(self._client, container_id, gvisor=gvisor)
-                except Exception as exc:  # an engine hiccup: the next tick tries again
-                    log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
-                    continue
-                self._renewed[container_id] = now
-            for gone in set(self._renewed) - set(leased):
-                del self._renewed[gone]
+    def tick(self) -> None:
+        now = time.monotonic()
+        leased = self._leased()
+        for container_id, (grace, gvisor) in leased.items():
+            if now - self._renewed.get(container_id, 0.0) < grace / RENEWALS_PER_GRACE:
+                continue
+            try:
+                containers.renew_lease(self._client, container_id, gvisor=gvisor)
+            except Exception as exc:  # an engine hiccup: the next tick tries again
+                log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
+                continue
+            self._renewed[container_id] = now
+        for gone in set(self._renewed) - set(leased):
+            del self._renewed[gone]

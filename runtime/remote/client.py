@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tarfile
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
+from runtime.client.archive import write_tar
 from runtime.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
 from runtime.config import SessionConfig
 from runtime.errors import CaissonError, CallTimeout, OpError, SessionError
@@ -299,12 +299,8 @@ class RemoteSession:
 
 
 def _tar_of_path(path: Path) -> bytes:
+    # Whole, not streamed: a request sent again to the replica that holds the session (421) needs its body twice.
     with tempfile.TemporaryFile() as buf:
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            if path.is_dir():
-                for child in sorted(path.iterdir()):
-                    tar.add(child, arcname=child.name)
-            else:
-                tar.add(path, arcname=path.name)
+        write_tar(path, buf)
         buf.seek(0)
         return buf.read()
