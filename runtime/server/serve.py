@@ -5,6 +5,7 @@ opened is closed when it stops."""
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 
 import anyio
@@ -35,6 +36,10 @@ log = get_logger("caisson.server")
 POLICY_TIMEOUT_MARGIN = 10.0
 # Seconds between looks for sessions whose container ended on its own.
 SWEEP_EVERY = 30.0
+# A replica says it is alive this often; one silent for SILENT_AFTER is gone, and the
+# sessions it held are marked closed by whichever replica notices first.
+BEAT_EVERY = 10.0
+SILENT_AFTER = 60.0
 
 
 class Hosted:
@@ -62,8 +67,8 @@ class Hosted:
             server = f"{rt.config.owner}/{secrets.token_hex(4)}"
             tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
             try:
-                if stale := await store.close_sessions_of_gone(lambda name: reaper.owner_alive(name.split("/")[0])):
-                    log.info("sessions of replicas that are gone marked closed", sessions=stale)
+                await self._close_sessions_of_gone(store)
+                await store.beat(server)
                 if self.settings.new_admin_key or not await store.has_admin_key():
                     label = "asked for at start" if self.settings.new_admin_key else "made at first start"
                     self.admin_token = (await auth.create_key(store, "admin", None, label)).token
@@ -76,16 +81,38 @@ class Hosted:
                     mcp = RemoteMcp(ctx)
                     try:
                         async with mcp.manager.run():
-                            await self._serve(create_app(ctx, self.settings, mcp), tenancy, ctx.requests, on_ready)
+                            await self._serve(create_app(ctx, self.settings, mcp), ctx, on_ready)
                     finally:
                         with anyio.CancelScope(shield=True):
                             await mcp.close()
                 else:
-                    await self._serve(create_app(ctx, self.settings), tenancy, ctx.requests, on_ready)
+                    await self._serve(create_app(ctx, self.settings), ctx, on_ready)
             finally:
                 with anyio.CancelScope(shield=True):
                     await tenancy.close_all()
+                    await store.leave(server)
                     store.close()
+
+    @staticmethod
+    async def _close_sessions_of_gone(store: Store) -> None:
+        """A replica on this host is gone when its process is; one elsewhere when it stopped beating."""
+        alive = lambda name: reaper.owner_alive(name.split("/")[0])  # noqa: E731
+        if stale := await store.close_sessions_of_gone(alive, time.time() - SILENT_AFTER):
+            log.info("sessions of replicas that are gone marked closed", sessions=stale)
+
+    @classmethod
+    async def _beat(cls, tenancy: Tenancy, store: Store) -> None:
+        while True:
+            await anyio.sleep(BEAT_EVERY)
+            try:
+                if not await store.beat(tenancy.server):
+                    # Silent too long (cut off from the database): the others have marked this
+                    # replica's sessions closed and given their seats away, so they end here too.
+                    log.warning("this replica was taken for gone; closing its sessions")
+                    await tenancy.close_all()
+                await cls._close_sessions_of_gone(store)
+            except Exception:  # the database may be briefly away: try again next time
+                log.exception("the replica's heartbeat failed")
 
     @staticmethod
     async def _sweep(tenancy: Tenancy) -> None:
@@ -96,15 +123,16 @@ class Hosted:
             except Exception:  # the engine may be briefly away: try again next time
                 log.exception("sweeping ended sessions failed")
 
-    async def _serve(self, app: FastAPI, tenancy: Tenancy, requests: RequestLog, on_ready: Callable[[Hosted], None] | None) -> None:
+    async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
         server = self._server = uvicorn.Server(uvicorn.Config(
             app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
             ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=5,
         ))
         async with anyio.create_task_group() as tg:
-            tg.start_soon(requests.run)
-            tg.start_soon(self._sweep, tenancy)
+            tg.start_soon(ctx.requests.run)
+            tg.start_soon(self._sweep, ctx.tenancy)
+            tg.start_soon(self._beat, ctx.tenancy, ctx.store)
 
             async def announce() -> None:
                 while not server.started:
@@ -114,7 +142,7 @@ class Hosted:
                 host, port = server.servers[0].sockets[0].getsockname()[:2]
                 scheme = "https" if s.ssl_certfile else "http"
                 self.url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}"
-                tenancy.url = s.public_url or self.url
+                ctx.tenancy.url = s.public_url or self.url
                 log.info("serving", url=self.url)
                 if on_ready is not None:
                     on_ready(self)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,9 @@ from sqlalchemy.engine import Connection, Engine
 from runtime.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 
 T = TypeVar("T")
+
+# A session holds one of its tenant's seats while it opens ("starting") and while it is open.
+HELD = ("starting", "open")
 
 meta = sa.MetaData()
 
@@ -52,6 +56,12 @@ sessions = sa.Table(
     # The replica that holds the session's container and channel, and where it answers.
     sa.Column("server", sa.String(300), nullable=True),
     sa.Column("server_url", sa.String(300), nullable=True),
+)
+# Each replica's last sign of life: a replica on another host that stops beating is gone.
+replicas = sa.Table(
+    "caisson_replicas", meta,
+    sa.Column("name", sa.String(300), primary_key=True),
+    sa.Column("seen", sa.Float, nullable=False),
 )
 snapshots = sa.Table(
     "caisson_snapshots", meta,
@@ -177,12 +187,46 @@ class Store:
         values = {**info.model_dump(), "server": server, "server_url": server_url}
         await self._run(lambda c: c.execute(sessions.insert().values(**values)))
 
-    async def open_sessions(self, tenant_id: str) -> int:
-        """The tenant's open sessions on every replica."""
-        stmt = sa.select(sa.func.count()).select_from(sessions).where(
-            sessions.c.tenant_id == tenant_id, sessions.c.state == "open"
-        )
-        return int(await self._run(lambda c: c.execute(stmt).scalar_one()))
+    async def reserve_seats(
+        self, tenant_id: str, n: int, limit: int, server: str, profile: str, memory: str
+    ) -> tuple[list[str], int]:
+        """Hold ``n`` of the tenant's ``limit`` session seats for sessions about to open, counted
+        across every replica: the seat ids (none when they would exceed the limit) and how many
+        the tenant held before. One transaction that first locks the tenant's row, so two
+        replicas reserving at once are served one after the other."""
+        def work(c: Connection) -> tuple[list[str], int]:
+            c.execute(tenants.update().where(tenants.c.id == tenant_id).values(id=tenants.c.id))
+            held = int(c.execute(
+                sa.select(sa.func.count()).select_from(sessions).where(
+                    sessions.c.tenant_id == tenant_id, sessions.c.state.in_(HELD)
+                )
+            ).scalar_one())
+            if held + n > limit:
+                return [], held
+            seats = ["seat-" + secrets.token_hex(8) for _ in range(n)]
+            c.execute(sessions.insert(), [
+                {"id": seat, "tenant_id": tenant_id, "image": None, "profile": profile, "memory": memory,
+                 "state": "starting", "created": time.time(), "server": server}
+                for seat in seats
+            ])
+            return seats, held
+
+        return await self._run(work)
+
+    async def fill_seat(self, seat: str, info: SessionInfo, server: str, server_url: str | None) -> None:
+        """The session that opened in a reserved seat takes its place."""
+        values = {**info.model_dump(), "server": server, "server_url": server_url}
+
+        def work(c: Connection) -> None:
+            c.execute(sessions.delete().where(sessions.c.id == seat))
+            c.execute(sessions.insert().values(**values))
+
+        await self._run(work)
+
+    async def release_seats(self, seats: list[str]) -> None:
+        """Seats whose sessions did not open."""
+        if seats:
+            await self._run(lambda c: c.execute(sessions.delete().where(sessions.c.id.in_(seats), sessions.c.state == "starting")))
 
     async def session_home(self, session_id: str) -> tuple[str | None, str | None]:
         """The replica holding an open session, and its address."""
@@ -198,26 +242,50 @@ class Store:
         )
         await self._run(lambda c: c.execute(stmt))
 
-    async def close_sessions_of_gone(self, alive: Callable[[str], bool]) -> int:
-        """At start: sessions whose replica is gone are gone with it; other replicas' stay."""
+    async def beat(self, server: str) -> bool:
+        """``server`` is alive now; whether the store still knew it (False: it is new, or the
+        other replicas took it for gone)."""
+        def work(c: Connection) -> bool:
+            now = time.time()
+            if c.execute(replicas.update().where(replicas.c.name == server).values(seen=now)).rowcount:
+                return True
+            c.execute(replicas.insert().values(name=server, seen=now))
+            return False
+
+        return await self._run(work)
+
+    async def leave(self, server: str) -> None:
+        """``server`` stopped cleanly (its sessions are closed already)."""
+        await self._run(lambda c: c.execute(replicas.delete().where(replicas.c.name == server)))
+
+    async def close_sessions_of_gone(self, alive: Callable[[str], bool], silent_since: float) -> int:
+        """Sessions whose replica is gone are gone with it (and its reserved seats are free
+        again); other replicas' stay. A replica is gone when ``alive`` says so, or when its last
+        beat is older than ``silent_since``."""
         def work(c: Connection) -> int:
-            servers = c.execute(sa.select(sessions.c.server).where(sessions.c.state == "open").distinct()).scalars()
-            gone = [server for server in servers if server is None or not alive(server)]
+            seen = {name: when for name, when in c.execute(sa.select(replicas.c.name, replicas.c.seen))}
+            servers = c.execute(sa.select(sessions.c.server).where(sessions.c.state.in_(HELD)).distinct()).scalars()
+            gone = [
+                server for server in servers
+                if server is None or not alive(server) or seen.get(server, silent_since) < silent_since
+            ]
             if not gone:
                 return 0
+            c.execute(replicas.delete().where(replicas.c.name.in_([g for g in gone if g is not None])))
             condition = sa.or_(sessions.c.server.in_([g for g in gone if g is not None]), sessions.c.server.is_(None))
+            c.execute(sessions.delete().where(sessions.c.state == "starting", condition))
             stmt = sessions.update().where(sessions.c.state == "open", condition).values(state="closed", closed=time.time())
             return int(c.execute(stmt).rowcount)
 
         return await self._run(work)
 
     async def session(self, session_id: str) -> SessionInfo | None:
-        stmt = sessions.select().where(sessions.c.id == session_id)
+        stmt = sessions.select().where(sessions.c.id == session_id, sessions.c.state != "starting")
         row = await self._run(lambda c: c.execute(stmt).mappings().first())
         return SessionInfo.model_validate(dict(row)) if row else None
 
     async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
-        stmt = sessions.select().order_by(sessions.c.created)
+        stmt = sessions.select().where(sessions.c.state != "starting").order_by(sessions.c.created)
         if tenant_id is not None:
             stmt = stmt.where(sessions.c.tenant_id == tenant_id)
         if state is not None:

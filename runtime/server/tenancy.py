@@ -74,8 +74,6 @@ class Tenancy:
         self._store = store
         self._policy = policy
         self._live: dict[str, Live] = {}
-        self._starting: dict[str, int] = {}
-        self._lock = anyio.Lock()
         self._tenants: dict[str, tuple[float, TenantInfo]] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
@@ -151,19 +149,18 @@ class Tenancy:
             "image": image or self._default_image, "profile": body.profile, "tenant": tenant.id, "ttl": body.ttl,
             "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,
         })
-        async with self._lock:
-            # Counted in the store, so the sessions of every replica sharing it count.
-            held = await self._store.open_sessions(tenant.id) + self._starting.get(tenant.id, 0)
-            if held + n > quotas.max_sessions:
-                raise QuotaExceeded(
-                    "sessions",
-                    f"this tenant may have {quotas.max_sessions} sessions open at once and has {held}; close one first",
-                    retry_after=30,
-                )
-            self._starting[tenant.id] = self._starting.get(tenant.id, 0) + n
+        # Seats are reserved in the store, so every replica sharing it counts, and two
+        # replicas opening the tenant's last seat at once cannot both have it.
+        seats, held = await self._store.reserve_seats(tenant.id, n, quotas.max_sessions, self.server, body.profile, memory)
+        if not seats:
+            raise QuotaExceeded(
+                "sessions",
+                f"this tenant may have {quotas.max_sessions} sessions open at once and has {held}; close one first",
+                retry_after=30,
+            )
         opened: list[Live] = []
         try:
-            for _ in range(n):
+            for seat in seats:
                 session = await self._rt.open_session(config, policy=self._policy, approval_handler=approvals)
                 info = SessionInfo(
                     id=session.id, tenant_id=tenant.id, image=body.image if body.from_snapshot is None else body.from_snapshot,
@@ -171,16 +168,14 @@ class Tenancy:
                 )
                 live = Live(session=session, info=info)
                 self._live[session.id] = live
-                self._starting[tenant.id] -= 1  # counted as live from here on, not twice
                 opened.append(live)
-                await self._store.add_session(info, self.server, self.url)
+                await self._store.fill_seat(seat, info, self.server, self.url)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for live in opened:
                     await self.close(live)
+                await self._store.release_seats(seats)
             raise
-        finally:
-            self._starting[tenant.id] -= n - len(opened)
         log.info("sessions opened", tenant=tenant.id, sessions=[o.info.id for o in opened])
         return opened
 
