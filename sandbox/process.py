@@ -20,6 +20,7 @@ class Proc:
         self.out = out
         self.err = err
         self.pid = 0
+        self.marker: Optional[int] = None  # the group its processes carry (see Spawner.marks)
         self.stdin_fd = -1
         self.stdin_lock = threading.Lock()
         self.stdin_close_pending = False

@@ -71,7 +71,7 @@ class ProcessTable:
             with self.spawn_lock:
                 proc.t0 = time.monotonic()
                 proc.started = time.time()
-                proc.pid = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset)
+                proc.pid, proc.marker = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset)
                 proc.stdin_fd = in_w
                 self.live[proc.pid] = proc
                 # Registered before the reaper (which needs this lock) can report the
@@ -152,7 +152,7 @@ class ProcessTable:
                     return
                 proc.timed_out = True
             log.info("pid %d timed out; killing its tree", proc.pid)
-            kill_tree(proc.pid)
+            kill_tree(proc.pid, marker=proc.marker)
 
     def signal(self, proc: Proc, sig: int, tree: bool) -> int:
         with self.spawn_lock:
@@ -162,8 +162,8 @@ class ProcessTable:
             if not tree:
                 return int(send(proc.pid, sig))
             if sig == signal.SIGKILL:
-                return kill_tree(proc.pid)
-            return signal_tree(proc.pid, sig)
+                return kill_tree(proc.pid, marker=proc.marker)
+            return signal_tree(proc.pid, sig, proc.marker)
 
     def kill_all(self) -> int:
         """Kill every descendant of the daemon (tasks, execs, adopted orphans)."""

@@ -1,12 +1,13 @@
 """Process trees: who is whose descendant (from /proc), and signalling or killing a whole tree.
 
 Every command is a child subreaper, so its detached descendants stay below it and
-are found here.
+are found here. Where the kernel has no subreaper (gVisor), a command's processes carry a
+marker group instead, and the tree is also every process in that group.
 """
 
 import os
 import signal
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 
 def children_map() -> Dict[int, List[int]]:
@@ -34,7 +35,26 @@ def children_map() -> Dict[int, List[int]]:
     return kids
 
 
-def _tree(root: int, include_root: bool) -> Set[int]:
+def in_group(marker: Optional[int]) -> Set[int]:
+    """Processes whose supplementary groups include ``marker``."""
+    found: Set[int] = set()
+    if marker is None:
+        return found
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % name, "rb") as f:
+                status = f.read()
+        except OSError:
+            continue  # exited meanwhile
+        start = status.find(b"\nGroups:")
+        if start >= 0 and marker in map(int, status[start + 8 : status.index(b"\n", start + 1)].split()):
+            found.add(int(name))
+    return found
+
+
+def _tree(root: int, include_root: bool, marker: Optional[int] = None) -> Set[int]:
     kids = children_map()
     found: Set[int] = set()
     todo = [root]
@@ -46,6 +66,7 @@ def _tree(root: int, include_root: bool) -> Set[int]:
                 todo.append(child)
     if include_root:
         found.add(root)
+    found |= in_group(marker)
     found.discard(os.getpid())
     return found
 
@@ -58,7 +79,7 @@ def send(pid: int, sig: int) -> bool:
         return False
 
 
-def kill_tree(root: int, include_root: bool = True) -> int:
+def kill_tree(root: int, include_root: bool = True, marker: Optional[int] = None) -> int:
     """SIGSTOP the whole tree (rescanning until no new member appears), then SIGKILL it.
 
     Stopping first means a member that forks cannot leave children behind. The
@@ -66,7 +87,7 @@ def kill_tree(root: int, include_root: bool = True) -> int:
     """
     stopped: Set[int] = set()
     for _ in range(1000):  # bounded: every round stops all members it found
-        new = _tree(root, include_root) - stopped
+        new = _tree(root, include_root, marker) - stopped
         if not new:
             break
         for pid in new:
@@ -75,5 +96,5 @@ def kill_tree(root: int, include_root: bool = True) -> int:
     return sum(send(pid, signal.SIGKILL) for pid in stopped)
 
 
-def signal_tree(root: int, sig: int) -> int:
-    return sum(send(pid, sig) for pid in _tree(root, True))
+def signal_tree(root: int, sig: int, marker: Optional[int] = None) -> int:
+    return sum(send(pid, sig) for pid in _tree(root, True, marker))

@@ -22,6 +22,7 @@ import array
 import contextlib
 import errno
 import gc
+import itertools
 import marshal
 import os
 import signal
@@ -38,6 +39,9 @@ _MADE = struct.Struct("<ii")  # a clone's pid, errno
 _FAILURE = struct.Struct("<Bi")  # stage, errno: what a clone writes before exiting
 MAX_FDS = 5
 
+# Marker groups: far above any group an image defines.
+MARKER_BASE = 3_000_000_000
+
 STAGE_SETUP, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC = range(1, 6)
 
 
@@ -51,12 +55,12 @@ def exec_paths(spec: Spec) -> List[str]:
     return [os.path.join(d, name) for d in os.get_exec_path(spec.env)]
 
 
-def credentials(spec: Spec) -> Optional[Tuple[int, int, List[int]]]:
-    """The ids the clone takes (None: it keeps the daemon's)."""
+def credentials(spec: Spec, marker: Optional[int] = None) -> Optional[Tuple[int, int, List[int]]]:
+    """The ids the clone takes (None: it keeps the daemon's); ``marker`` joins the groups."""
     euid = os.geteuid()
     user = spec.user
     if euid == 0:
-        return user.uid, user.gid, list(user.groups)
+        return user.uid, user.gid, list(user.groups) + ([marker] if marker is not None else [])
     if user.uid != euid:
         raise DaemonError("permission_denied", "the daemon (uid %d) cannot run commands as uid %d" % (euid, user.uid))
     return None
@@ -83,6 +87,12 @@ class Spawner:
 
     def __init__(self) -> None:
         self._sock: Optional[socket.socket] = None
+        # Where the kernel keeps no orphan below its command (gVisor: no CLONE_PARENT, no
+        # subreaper), each command's processes carry a group of their own instead: only a
+        # privileged process can drop a supplementary group, so setsid and double forks
+        # cannot shed it, and a tree kill finds them all by it.
+        self.marks = False
+        self._markers = itertools.count(MARKER_BASE)
         self._start()
 
     def _start(self) -> None:
@@ -99,16 +109,18 @@ class Spawner:
         self._sock = ours
         ours.send(b"n")  # the first clone, made while the daemon starts
 
-    def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> int:
-        """Start ``spec`` with these descriptors; its pid. The caller holds the spawn lock
+    def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> Tuple[int, Optional[int]]:
+        """Start ``spec`` with these descriptors; its pid, and the marker group its processes
+        carry (None where the tree is kept by the kernel). The caller holds the spawn lock
         (one request at a time, and the reaper cannot reap the pid before it is recorded)."""
         optional = (stdin, ruleset, spec.cwd_fd)
-        request = (spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec), [fd >= 0 for fd in optional])
-        payload = marshal.dumps(request)
-        data = _LEN.pack(len(payload)) + payload
         fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
         for attempt in (0, 1):
             pid, clone = self._take()
+            marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
+            request = (spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), [fd >= 0 for fd in optional])
+            payload = marshal.dumps(request)
+            data = _LEN.pack(len(payload)) + payload
             try:
                 sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
                 if sent < len(data):
@@ -122,7 +134,7 @@ class Spawner:
                 clone.close()
             if report:
                 raise failure(spec, *_FAILURE.unpack(report))
-            return pid
+            return pid, marker
         raise AssertionError("unreachable")
 
     def _take(self) -> Tuple[int, socket.socket]:
@@ -155,6 +167,7 @@ class Spawner:
                 # clone itself, slower but the same clone.
                 sock.close()
                 self._sock = None
+                self.marks = True
                 return _fork_clone()
             if err:
                 for fd in fds:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Session
+from runtime import Runtime, Session
 
 pytestmark = pytest.mark.anyio
 
@@ -19,11 +19,26 @@ TREE = (
 
 
 async def test_timeout_kills_detached_grandchildren(session: Session) -> None:
+    await _dies_with_its_tree(session)
+
+
+async def test_timeout_kills_detached_grandchildren_under_gvisor(rt: Runtime) -> None:
+    """gVisor keeps no orphan below its command (no subreaper): the command's marker group,
+    which the agent cannot drop, finds them."""
+    async with rt.session(gvisor=True) as s:
+        await _dies_with_its_tree(s)
+        # The agent cannot shed the group to hide a process from the next kill.
+        shed = await s.exec(["python3", "-c", "import os; os.setgroups([])"])
+        assert shed.exit_code != 0 and "PermissionError" in shed.stderr, shed
+
+
+async def _dies_with_its_tree(session: Session) -> None:
     r = await session.exec(TREE, timeout=2)
     assert r.timed_out and r.exit_code is None
     assert r.stdout == "started\n"  # partial output is returned
     assert 1.5 < r.duration < 8
     left = await session.exec(["bash", "-c", "ps -eo args | grep -c '^caisson-orphan' || true"], user="root")
+    print(f"orphans left after the timeout: {left.stdout.strip()}")
     assert left.stdout.strip() == "0", left.stdout
 
 
