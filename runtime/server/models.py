@@ -59,6 +59,10 @@ class Quotas(_Body):
     calls_per_minute: int = Field(600, ge=0, le=1_000_000, description="session operations a minute, all sessions")
     images: list[str] | None = Field(None, description="images a session may use; None: the default image only")
     profiles: list[str] | None = Field(None, description="profiles a session may use; None: any")
+    gvisor: Literal["never", "allowed", "always"] = Field(
+        "allowed", description="gVisor for a session: refused, on request, or for every session"
+    )
+    network: bool = Field(False, description="whether a session may ask for a network")
 
 
 class TenantBody(_Body):
@@ -104,6 +108,8 @@ class SessionBody(_Body):
     idle_timeout: float | None = Field(900.0, gt=0, le=7 * 24 * 3600)
     env: dict[str, str] = Field(default_factory=dict, max_length=200)
     from_snapshot: str | None = Field(None, max_length=64, description="a snapshot id of this tenant")
+    gvisor: bool = Field(False, description="run the session under gVisor (the tenant's quotas may force or refuse it)")
+    network: bool = Field(False, description="give the session a network (if the tenant's quotas allow)")
 
 
 class SessionInfo(BaseModel):

@@ -142,12 +142,17 @@ class Tenancy:
             image = await self.snapshot_ref(tenant.id, body.from_snapshot)
         elif image is not None and image not in (quotas.images or []):
             raise NotAllowed(f"image {image!r} is not allowed for this tenant; allowed: {quotas.images or 'the default image'}")
+        if body.gvisor and quotas.gvisor == "never":
+            raise NotAllowed("gVisor is not offered to this tenant; open the session without it")
+        if body.network and not quotas.network:
+            raise NotAllowed("network is not allowed for this tenant; open the session without it")
         memory = body.limits.memory or quotas.max_memory
         check_memory(quotas, memory)
         limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory}
         config = SessionConfig.model_validate({
             "image": image or self._default_image, "profile": body.profile, "tenant": tenant.id, "ttl": body.ttl,
             "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,
+            "gvisor": body.gvisor or quotas.gvisor == "always", "network": body.network,
         })
         # Seats are reserved in the store, so every replica sharing it counts, and two
         # replicas opening the tenant's last seat at once cannot both have it.

@@ -325,3 +325,33 @@ def test_session_quota_holds_under_concurrent_opens(api: Api) -> None:
     with t.client() as c:
         for sid in made:
             assert c.delete(f"/sessions/{sid}").status_code == 204
+
+
+def test_a_tenant_may_be_given_or_refused_gvisor_and_network(api: Api) -> None:
+    """The tenant's quotas decide a session's isolation: gVisor for every session, on
+    request, or never; a network only where allowed. A refused request is 403, not a
+    session opened other than asked."""
+
+    def kernel(c: httpx.Client, sid: str) -> str:
+        ran = c.post(f"/sessions/{sid}/exec", json={"command": "dmesg 2>&1 | head -1"}).json()
+        c.delete(f"/sessions/{sid}")
+        return str(ran["stdout"])
+
+    with api.tenant("gvisor-always", gvisor="always").client() as c:
+        assert "gVisor" in kernel(c, open_session(c))  # not asked for: the tenant's sessions all get it
+    with api.tenant("gvisor-allowed").client() as c:
+        assert "gVisor" in kernel(c, open_session(c, gvisor=True))
+        assert "gVisor" not in kernel(c, open_session(c))
+        network = c.post("/sessions", json={"network": True})
+        assert network.status_code == 403 and "network" in network.json()["detail"]
+        assert c.get("/sessions").json() == []
+    with api.tenant("gvisor-never", gvisor="never", network=True).client() as c:
+        refused = c.post("/sessions", json={"gvisor": True})
+        assert refused.status_code == 403 and "gVisor" in refused.json()["detail"]
+        sid = open_session(c, network=True)
+        links = c.post(f"/sessions/{sid}/exec", json={"command": "ls /sys/class/net"}).json()["stdout"].split()
+        assert "eth0" in links, links  # Docker's bridge, beside lo
+        assert "gVisor" not in kernel(c, sid)
+        sid = open_session(c)
+        assert c.post(f"/sessions/{sid}/exec", json={"command": "ls /sys/class/net"}).json()["stdout"].split() == ["lo"]
+        c.delete(f"/sessions/{sid}")

@@ -80,8 +80,11 @@ async def test_remote_errors_are_the_librarys(sqlite_api: Api) -> None:
         with pytest.raises(OpError) as no_task:
             await s.task_read("t-none")
         assert no_task.value.code == "no_such_task"
-        with pytest.raises(CaissonError, match="network"):
+        with pytest.raises(CaissonError, match="agent_user"):  # the server's to decide: refused, not dropped
+            await rt.open_session(agent_user="root")
+        with pytest.raises(RemoteError) as no_network:  # the tenant's quotas allow no network
             await rt.open_session(network=True)
+        assert no_network.value.status == 403
     async with RemoteRuntime(sqlite_api.url, "cai_kbad_secret") as rt:
         with pytest.raises(RemoteError) as bad:
             await rt.open_session()
