@@ -48,7 +48,8 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
 
     if mcp is not None:
         # A route, not a mount: clients post to /mcp itself, with no redirect to /mcp/.
-        app.router.routes.append(Route("/mcp", endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
+        for path in ("/mcp", "/mcp/{profile}"):
+            app.router.routes.append(Route(path, endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
     app.add_middleware(BodyLimit, default=settings.max_body, upload=settings.max_upload)
     app.add_middleware(LogRequests, requests=ctx.requests, metrics=ctx.metrics, keys=ctx.keys)
     return app

@@ -1,14 +1,20 @@
-"""Remote MCP at ``/mcp``: the stdio server's tools (``runtime.interfaces.mcp_server``) over
-Streamable HTTP, authenticated by a tenant's API key. Each MCP session (protocol revisions
-with the initialize handshake) gets its own caisson session of that tenant, opened on its
-first tool call within the tenant's quotas and with its approval queue, and closed when the
-MCP session ends; an MCP session answers only the key that opened it. Requests of the
-sessionless 2026-07-28 revision share one caisson session per API key."""
+"""Remote MCP at ``/mcp`` (the caisson profile) and ``/mcp/<profile>`` (any other): the stdio
+server's tools (``runtime.interfaces.mcp_server``) over Streamable HTTP, authenticated by a
+tenant's API key. Each MCP session (protocol revisions with the initialize handshake) gets
+its own caisson session of that tenant and profile, opened on its first tool call within the
+tenant's quotas (a profile they leave out is refused there) and with its approval queue, and
+closed when the MCP session ends; an MCP session answers only the key that opened it.
+Requests of the sessionless 2026-07-28 revision share one caisson session per API key and
+profile."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -18,31 +24,52 @@ from mcp_types import INVALID_REQUEST
 from starlette.types import Receive, Scope, Send
 
 from runtime.interfaces.mcp_server import SessionTools, tools_server
-from runtime.profiles import get_profile
+from runtime.profiles import PROFILES, Profile, get_profile
 from runtime.server.auth import Principal, Unauthorized
 from runtime.server.deps import ServerContext
 from runtime.server.models import SessionBody
 from runtime.server.quotas import QuotaExceeded
-from runtime.server.tenancy import NotFound
+from runtime.server.tenancy import NotAllowed, NotFound
 from runtime.session import Session
 
-PROFILE = "caisson"
+DEFAULT_PROFILE = "caisson"
 STATE_KEY = "caisson.tools"
 
 
 class RemoteMcp:
     def __init__(self, ctx: ServerContext) -> None:
         self._ctx = ctx
-        self._profile = get_profile(PROFILE)
-        self._by_key: dict[str, SessionTools] = {}
-        self.manager = StreamableHTTPSessionManager(
-            app=tools_server(self._profile, self._tools_for),
+        self._by_key: dict[tuple[str, str], SessionTools] = {}
+        self._managers = {name: self._manager(get_profile(name)) for name in PROFILES}
+
+    def _manager(self, profile: Profile) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=tools_server(profile, lambda ctx: self._tools_for(ctx, profile)),
             # Requests carry a bearer key a browser page cannot attach by itself.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
 
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve while inside; then end every MCP session and the caisson sessions they hold."""
+        try:
+            async with AsyncExitStack() as stack:
+                for manager in self._managers.values():
+                    await stack.enter_async_context(manager.run())
+                yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                for tools in self._by_key.values():
+                    await tools.close()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        name = (scope.get("path_params") or {}).get("profile", DEFAULT_PROFILE)
+        manager = self._managers.get(name)
+        if manager is None:
+            known = ", ".join(self._managers)
+            await _answer(send, 404, {"error": "no_such_profile", "detail": f"no profile {name!r}; known: {known}"})
             return
         headers = dict(scope.get("headers") or [])
         try:
@@ -50,17 +77,14 @@ class RemoteMcp:
             if who.tenant_id is None:
                 raise Unauthorized("remote MCP needs a tenant's API key")
         except Unauthorized as exc:
-            body = f'{{"error":"unauthorized","detail":"{exc}"}}'.encode()
-            await send({"type": "http.response.start", "status": 401, "headers": [
-                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-            await send({"type": "http.response.body", "body": body})
+            await _answer(send, 401, {"error": "unauthorized", "detail": str(exc)}, [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = who
         # The SDK binds an MCP session to the credential that opened it.
         scope["user"] = AuthenticatedUser(AccessToken(token=who.key_id, client_id=who.key_id, scopes=[]))
-        await self.manager.handle_request(scope, receive, send)
+        await manager.handle_request(scope, receive, send)
 
-    async def _tools_for(self, ctx: Any) -> SessionTools:
+    async def _tools_for(self, ctx: Any, profile: Profile) -> SessionTools:
         who: Principal = ctx.request.scope["state"]["principal"]
         tenant = await self._ctx.tenancy.tenant(who.tenant_id or "")
         if tenant is None:
@@ -73,34 +97,37 @@ class RemoteMcp:
         if ctx.request.headers.get("mcp-session-id") is None:
             # A 2026-07-28 request stands alone (no MCP session): the key's own session serves
             # it, until that session idles out or the tenant closes it through the API.
-            tools = self._by_key.get(who.key_id)
+            tools = self._by_key.get((who.key_id, profile.name))
             if tools is None:
-                tools = self._by_key[who.key_id] = self._tools(who)
+                tools = self._by_key[(who.key_id, profile.name)] = self._tools(who, profile)
             return tools
         # An MCP session: the SDK's place for per-connection state and clean-up, which lowlevel
         # handlers reach only through their request's session.
         connection = ctx.session._connection
         tools = connection.state.get(STATE_KEY)
         if tools is None:
-            tools = connection.state[STATE_KEY] = self._tools(who)
+            tools = connection.state[STATE_KEY] = self._tools(who, profile)
             connection.exit_stack.push_async_callback(tools.close)
         return tools
 
-    def _tools(self, who: Principal) -> SessionTools:
-        return SessionTools(self._profile, lambda: self._open(who), self._close_for(who), observe=self._ctx.metrics.call)
+    def _tools(self, who: Principal, profile: Profile) -> SessionTools:
+        return SessionTools(
+            profile, lambda: self._open(who, profile.name), self._close_for(who), observe=self._ctx.metrics.call
+        )
 
-    async def close(self) -> None:
-        for tools in self._by_key.values():
-            await tools.close()
-
-    async def _open(self, who: Principal) -> Session:
+    async def _open(self, who: Principal, profile: str) -> Session:
         assert who.tenant_id is not None
         tenant = await self._ctx.store.tenant(who.tenant_id)
         if tenant is None:
             raise Unauthorized("this key's tenant no longer exists")
-        [live] = await self._ctx.tenancy.open(
-            tenant, SessionBody(profile=PROFILE, ttl=8 * 3600, idle_timeout=3600), self._ctx.approvals.handler(tenant.id)
-        )
+        body = SessionBody(profile=profile, ttl=8 * 3600, idle_timeout=3600)
+        try:
+            [live] = await self._ctx.tenancy.open(tenant, body, self._ctx.approvals.handler(tenant.id))
+        except NotAllowed as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
+        except QuotaExceeded as exc:
+            self._ctx.metrics.quota_refusals.labels(tenant.id, exc.quota).inc()
+            raise MCPError(INVALID_REQUEST, f"{exc} (retry after {exc.retry_after} s)") from None
         return live.session
 
     def _close_for(self, who: Principal) -> Any:
@@ -112,3 +139,9 @@ class RemoteMcp:
                 await session.close()
 
         return close
+
+
+async def _answer(send: Send, status: int, body: dict[str, str], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *(headers or [])]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})

@@ -79,12 +79,8 @@ class Hosted:
                 )
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)
-                    try:
-                        async with mcp.manager.run():
-                            await self._serve(create_app(ctx, self.settings, mcp), ctx, on_ready)
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await mcp.close()
+                    async with mcp.run():
+                        await self._serve(create_app(ctx, self.settings, mcp), ctx, on_ready)
                 else:
                     await self._serve(create_app(ctx, self.settings), ctx, on_ready)
             finally:

@@ -11,16 +11,17 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.server.harness import Api, TenantKey
 
 pytestmark = pytest.mark.anyio
 
 
-def mcp_client(url: str, token: str, mode: str = "legacy") -> Client:
+def mcp_client(url: str, token: str, mode: str = "legacy", path: str = "/mcp") -> Client:
     """The SDK's client; ``legacy``: the initialize handshake and an MCP session."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60, read=120))
-    return Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode)
+    return Client(streamable_http_client(f"{url}{path}", http_client=http), mode=mode)
 
 
 def tenant_sessions(t: TenantKey) -> list[str]:
@@ -106,3 +107,27 @@ async def test_dangerous_mcp_call_waits_for_the_tenants_answer(sqlite_api: Api) 
         assert answer["tool"] == "bash" and answer["session_id"] in tenant_sessions(t)
     metrics = httpx.get(f"{sqlite_api.url}/metrics").text
     assert 'caisson_calls_total{decision="approved",outcome="ok",tool="bash"}' in metrics
+
+
+async def test_every_profile_at_its_own_path(sqlite_api: Api) -> None:
+    """/mcp/<profile> serves that profile's tool names and shapes; a profile the tenant's
+    quotas leave out is refused at the first call, and an unknown one is 404."""
+    t = sqlite_api.tenant("mcp-profiles")
+    async with mcp_client(sqlite_api.url + "/mcp/amp", t.token, path="") as amp:
+        names = {tool.name for tool in (await amp.list_tools()).tools}
+        assert {"Read", "Bash", "edit_file", "create_file"} <= names and "bash" not in names
+        made = await amp.call_tool("create_file", {"path": "/workspace/amp.txt", "content": "from amp\n"})
+        assert not made.is_error, made
+        ran = await amp.call_tool("Bash", {"cmd": "cat /workspace/amp.txt"})
+        assert "from amp" in ran.content[0].text  # type: ignore[union-attr]
+        [sid] = tenant_sessions(t)
+        with t.client() as c:
+            assert c.get(f"/sessions/{sid}").json()["profile"] == "amp"
+    only_caisson = sqlite_api.tenant("mcp-profiles-limited", profiles=["caisson"])
+    async with mcp_client(sqlite_api.url + "/mcp/amp", only_caisson.token, path="") as amp:
+        with pytest.raises(MCPError, match="profile 'amp' is not allowed"):
+            await amp.call_tool("Bash", {"cmd": "true"})
+    assert tenant_sessions(only_caisson) == []
+    with httpx.Client(headers={"Authorization": f"Bearer {t.token}"}) as c:
+        unknown = c.post(f"{sqlite_api.url}/mcp/nope", json={})
+        assert unknown.status_code == 404 and "amp" in unknown.json()["detail"]
