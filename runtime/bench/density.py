@@ -17,20 +17,11 @@ from runtime.runtime import Runtime
 from runtime.session import Session
 
 
-def _rss_kib(pid: int | str) -> int:
+def _proc_kib(pid: int | str, file: str, field: str) -> int:
+    """A ``field: N kB`` line of ``/proc/<pid>/<file>`` (0 when the process is gone)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _pss_kib(pid: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -57,7 +48,7 @@ async def bench_density(sessions: int = 100) -> dict[str, Any]:
         # One session first, so imports and the engine connection are not counted per session.
         async with rt.session() as warm:
             await warm.exec(["true"])
-        before = _rss_kib("self")
+        before = _proc_kib("self", "status", "VmRSS")
         opened: list[Session] = []
 
         async def open_one(_: int) -> None:
@@ -68,8 +59,8 @@ async def bench_density(sessions: int = 100) -> dict[str, Any]:
         opening, failures = await burst(sessions, open_one)
         try:
             await anyio.sleep(2)  # idle: let start-up garbage settle
-            controller = max(0, _rss_kib("self") - before) / max(1, len(opened))
-            inside = [sum(_pss_kib(p) for p in _container_pids(s.container_id)) for s in opened]
+            controller = max(0, _proc_kib("self", "status", "VmRSS") - before) / max(1, len(opened))
+            inside = [sum(_proc_kib(p, "smaps_rollup", "Pss") for p in _container_pids(s.container_id)) for s in opened]
             alive = sum(1 for s in opened if not s.closed and s.channel.alive)
         finally:
             with anyio.CancelScope(shield=True):

@@ -65,6 +65,28 @@ def _raise_for(r: httpx.Response) -> None:
     raise RemoteError(r.status_code, code, detail, float(retry) if retry and retry.isdigit() else None)
 
 
+class _ToHoldingReplica(httpx.AsyncBaseTransport):
+    """Another replica of the control plane holds the session (421, with its address): every
+    request, streamed ones included, is sent once more, there."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        location = response.headers.get("location")
+        if response.status_code != 421 or not location:
+            return response
+        await response.aclose()
+        url = httpx.URL(location)
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"] + [(b"Host", url.netloc)]
+        moved = httpx.Request(request.method, url, headers=headers, stream=request.stream, extensions=request.extensions)
+        return await self._inner.handle_async_request(moved)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class RemoteRuntime:
     """``async with RemoteRuntime(url, api_key) as rt: async with rt.session() as s: ...``"""
 
@@ -83,9 +105,12 @@ class RemoteRuntime:
         return self._http
 
     async def __aenter__(self) -> RemoteRuntime:
+        transport = httpx.AsyncHTTPTransport(
+            verify=self._verify, limits=httpx.Limits(max_connections=200, max_keepalive_connections=100)
+        )
         self._http = httpx.AsyncClient(
             base_url=self.url, headers={"Authorization": f"Bearer {self._key}"}, timeout=self._timeout,
-            verify=self._verify, limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+            transport=_ToHoldingReplica(transport),
         )
         return self
 
@@ -96,9 +121,6 @@ class RemoteRuntime:
 
     async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         r = await self.http.request(method, path, **kw)
-        if r.status_code == 421 and "location" in r.headers:
-            # Another replica of the control plane holds the session: ask it there.
-            r = await self.http.request(method, r.headers["location"], **kw)
         _raise_for(r)
         return r
 
@@ -299,7 +321,8 @@ class RemoteSession:
 
 
 def _tar_of_path(path: Path) -> bytes:
-    # Whole, not streamed: a request sent again to the replica that holds the session (421) needs its body twice.
+    # Whole, not streamed: a request sent again to the replica that holds the session (421)
+    # needs its body twice (a tar stream given by the caller can be sent only to the holder).
     with tempfile.TemporaryFile() as buf:
         write_tar(path, buf)
         buf.seek(0)

@@ -66,9 +66,7 @@ class Approvals:
         return _answer(answered)  # answered at the last moment
 
     async def answer(self, tenant_id: str, approval_id: str, body: ApprovalAnswerBody, approver: str) -> ApprovalInfo:
-        found = await self._store.approval(approval_id)
-        if found is None or found.tenant_id != tenant_id:
-            raise NotFound("approval", approval_id, foreign=found is not None)
+        found = await self.get(tenant_id, approval_id)
         if not await self._store.answer_approval(approval_id, body.decision, body.message, approver):
             raise AlreadyAnswered(f"approval {approval_id} was already {found.state if found.state != 'pending' else 'answered'}")
         event = self._events.get(approval_id)

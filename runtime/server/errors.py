@@ -28,6 +28,15 @@ OP_STATUS = {
 
 Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
+# Failures answered with a fixed status and code, their message as the detail.
+PLAIN: dict[type[Exception], tuple[int, str]] = {
+    Unauthorized: (401, "unauthorized"),
+    Forbidden: (403, "forbidden"),
+    NotAllowed: (403, "not_allowed"),
+    AlreadyAnswered: (409, "conflict"),
+    Conflict: (409, "conflict"),
+}
+
 
 def problem(status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
@@ -41,17 +50,8 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
 
         return register
 
-    @on(Unauthorized)
-    async def unauthorized(request: Request, exc: Exception) -> JSONResponse:
-        return problem(401, "unauthorized", str(exc), {"WWW-Authenticate": "Bearer"})
-
-    @on(Forbidden)
-    async def forbidden(request: Request, exc: Exception) -> JSONResponse:
-        return problem(403, "forbidden", str(exc))
-
-    @on(NotAllowed)
-    async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
-        return problem(403, "not_allowed", str(exc))
+    for exc_type, (status, code) in PLAIN.items():
+        app.add_exception_handler(exc_type, _plain(status, code))
 
     @on(NotFound)
     async def not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -64,7 +64,8 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
     async def elsewhere(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Elsewhere)
         # 421: this replica cannot answer for the session; the one that holds it can.
-        headers = {"Location": exc.url.rstrip("/") + request.url.path} if exc.url else None
+        query = f"?{request.url.query}" if request.url.query else ""
+        headers = {"Location": exc.url.rstrip("/") + request.url.path + query} if exc.url else None
         return problem(421, "other_replica", str(exc), headers)
 
     @on(QuotaExceeded)
@@ -74,11 +75,6 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
         ctx.metrics.quota_refusals.labels(who.tenant_id if who else "", exc.quota).inc()
         request.state.audit_note = f"quota: {exc.quota}"
         return problem(429, "quota_exceeded", str(exc), {"Retry-After": str(exc.retry_after)})
-
-    @on(AlreadyAnswered)
-    @on(Conflict)
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return problem(409, "conflict", str(exc))
 
     @on(CaissonError)
     async def caisson(request: Request, exc: Exception) -> JSONResponse:
@@ -96,6 +92,16 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
             return problem(400, exc.code, str(exc))
         log.warning("request failed", path=request.url.path, error=str(exc))
         return problem(400, exc.code, str(exc))
+
+
+def _plain(status: int, code: str) -> Handler:
+    # A client must be told how to authenticate along with the refusal.
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        return problem(status, code, str(exc), headers)
+
+    return answer
 
 
 async def _forget_dead_session(request: Request, ctx: ServerContext, exc: SessionError) -> None:

@@ -9,7 +9,6 @@ profile."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -27,6 +26,7 @@ from runtime.interfaces.mcp_server import SessionTools, tools_server
 from runtime.profiles import PROFILES, Profile, get_profile
 from runtime.server.auth import Principal, Unauthorized
 from runtime.server.deps import ServerContext
+from runtime.server.middleware import send_problem
 from runtime.server.models import SessionBody
 from runtime.server.quotas import QuotaExceeded
 from runtime.server.tenancy import NotAllowed, NotFound
@@ -69,7 +69,7 @@ class RemoteMcp:
         manager = self._managers.get(name)
         if manager is None:
             known = ", ".join(self._managers)
-            await _answer(send, 404, {"error": "no_such_profile", "detail": f"no profile {name!r}; known: {known}"})
+            await send_problem(send, 404, "no_such_profile", f"no profile {name!r}; known: {known}")
             return
         headers = dict(scope.get("headers") or [])
         try:
@@ -77,7 +77,7 @@ class RemoteMcp:
             if who.tenant_id is None:
                 raise Unauthorized("remote MCP needs a tenant's API key")
         except Unauthorized as exc:
-            await _answer(send, 401, {"error": "unauthorized", "detail": str(exc)}, [(b"www-authenticate", b"Bearer")])
+            await send_problem(send, 401, "unauthorized", str(exc), [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = who
         # The SDK binds an MCP session to the credential that opened it.
@@ -92,8 +92,7 @@ class RemoteMcp:
         try:
             self._ctx.limiter.take(tenant.id, tenant.quotas.calls_per_minute)
         except QuotaExceeded as exc:
-            self._ctx.metrics.quota_refusals.labels(tenant.id, exc.quota).inc()
-            raise MCPError(INVALID_REQUEST, f"{exc} (retry after {exc.retry_after} s)") from None
+            raise self._refused(tenant.id, exc) from None
         if ctx.request.headers.get("mcp-session-id") is None:
             # A 2026-07-28 request stands alone (no MCP session): the key's own session serves
             # it, until that session idles out or the tenant closes it through the API.
@@ -117,7 +116,7 @@ class RemoteMcp:
 
     async def _open(self, who: Principal, profile: str) -> Session:
         assert who.tenant_id is not None
-        tenant = await self._ctx.store.tenant(who.tenant_id)
+        tenant = await self._ctx.tenancy.tenant(who.tenant_id)
         if tenant is None:
             raise Unauthorized("this key's tenant no longer exists")
         body = SessionBody(profile=profile, ttl=8 * 3600, idle_timeout=3600)
@@ -126,9 +125,13 @@ class RemoteMcp:
         except NotAllowed as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         except QuotaExceeded as exc:
-            self._ctx.metrics.quota_refusals.labels(tenant.id, exc.quota).inc()
-            raise MCPError(INVALID_REQUEST, f"{exc} (retry after {exc.retry_after} s)") from None
+            raise self._refused(tenant.id, exc) from None
         return live.session
+
+    def _refused(self, tenant_id: str, exc: QuotaExceeded) -> MCPError:
+        """A quota refusal as MCP tells it (counted like the API's)."""
+        self._ctx.metrics.quota_refusals.labels(tenant_id, exc.quota).inc()
+        return MCPError(INVALID_REQUEST, f"{exc} (retry after {exc.retry_after} s)")
 
     def _close_for(self, who: Principal) -> Any:
         async def close(session: Session) -> None:
@@ -140,8 +143,3 @@ class RemoteMcp:
 
         return close
 
-
-async def _answer(send: Send, status: int, body: dict[str, str], headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *(headers or [])]})
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})

@@ -3,6 +3,7 @@ record per request naming tenant and key, written in batches off the request's p
 
 from __future__ import annotations
 
+import json
 import time
 
 import anyio
@@ -76,9 +77,14 @@ class BodyLimit:
 
 async def _answer_413(scope: Scope, send: Send, limit: int) -> None:
     scope.setdefault("state", {})["audit_note"] = "body too large"
-    body = f'{{"error":"body_too_large","detail":"the request body is larger than {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send_problem(send, 413, "body_too_large", f"the request body is larger than {limit} bytes")
+
+
+async def send_problem(send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """An error answer in the API's ``Problem`` shape, from ASGI code below the routes."""
+    body = json.dumps({"error": error, "detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -7,10 +7,10 @@ import math
 import time
 from collections import deque
 
+from runtime.docker.containers import parse_bytes
 from runtime.server.models import Quotas
 
 WINDOW = 60.0
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 class QuotaExceeded(Exception):
@@ -20,15 +20,8 @@ class QuotaExceeded(Exception):
         self.retry_after = max(1, retry_after)
 
 
-def memory_bytes(text: str) -> int:
-    """Docker's memory notation ("512m", "2g", "1048576") in bytes."""
-    text = text.strip().lower()
-    unit = text[-1] if text and text[-1] in _UNITS else ""
-    return int(text[: len(text) - len(unit)] or 0) * _UNITS[unit]
-
-
 def check_memory(quotas: Quotas, requested: str) -> None:
-    if memory_bytes(requested) > memory_bytes(quotas.max_memory):
+    if parse_bytes(requested) > parse_bytes(quotas.max_memory):
         raise QuotaExceeded(
             "memory",
             f"a session of this tenant may have at most {quotas.max_memory} of memory; {requested} was asked",

@@ -7,7 +7,7 @@ import secrets
 from fastapi import APIRouter, status
 
 from runtime.server import auth
-from runtime.server.deps import Admin, Ctx
+from runtime.server.deps import Admin, Ctx, ServerContext
 from runtime.server.models import CreatedKey, KeyBody, KeyInfo, Quotas, TenantBody, TenantInfo
 from runtime.server.tenancy import NotFound
 
@@ -30,10 +30,14 @@ async def list_tenants(_: Admin, ctx: Ctx) -> list[TenantInfo]:
     return await ctx.store.list_tenants()
 
 
-@router.put("/tenants/{tenant_id}/quotas")
-async def set_quotas(tenant_id: str, body: Quotas, _: Admin, ctx: Ctx) -> TenantInfo:
+async def _existing(ctx: ServerContext, tenant_id: str) -> None:
     if await ctx.store.tenant(tenant_id) is None:
         raise NotFound("tenant", tenant_id)
+
+
+@router.put("/tenants/{tenant_id}/quotas")
+async def set_quotas(tenant_id: str, body: Quotas, _: Admin, ctx: Ctx) -> TenantInfo:
+    await _existing(ctx, tenant_id)
     await ctx.store.set_quotas(tenant_id, body)
     ctx.tenancy.forget_tenant(tenant_id)
     found = await ctx.store.tenant(tenant_id)
@@ -43,8 +47,7 @@ async def set_quotas(tenant_id: str, body: Quotas, _: Admin, ctx: Ctx) -> Tenant
 
 @router.post("/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 async def create_key(tenant_id: str, body: KeyBody, _: Admin, ctx: Ctx) -> CreatedKey:
-    if await ctx.store.tenant(tenant_id) is None:
-        raise NotFound("tenant", tenant_id)
+    await _existing(ctx, tenant_id)
     return await auth.create_key(ctx.store, "tenant", tenant_id, body.label)
 
 

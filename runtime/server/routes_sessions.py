@@ -55,7 +55,7 @@ async def fork(live: LiveSession, body: ForkBody, who: Tenant, ctx: Ctx) -> list
         who,
         SessionBody(
             profile=cfg.profile, from_snapshot=snap.id, ttl=cfg.ttl, idle_timeout=cfg.idle_timeout,
-            env=cfg.env, limits={"memory": live.info.memory},  # type: ignore[arg-type]
+            env=cfg.env, limits={"memory": live.info.memory}, gvisor=cfg.gvisor, network=cfg.network,  # type: ignore[arg-type]
         ),
         ctx.approvals.handler(who.id),
         n=body.n,

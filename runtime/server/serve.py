@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import uvicorn
@@ -91,33 +91,17 @@ class Hosted:
 
     @staticmethod
     async def _close_sessions_of_gone(store: Store) -> None:
-        """A replica on this host is gone when its process is; one elsewhere when it stopped beating."""
-        alive = lambda name: reaper.owner_alive(name.split("/")[0])  # noqa: E731
-        if stale := await store.close_sessions_of_gone(alive, time.time() - SILENT_AFTER):
+        if stale := await store.close_sessions_of_gone(_replica_alive, time.time() - SILENT_AFTER):
             log.info("sessions of replicas that are gone marked closed", sessions=stale)
 
     @classmethod
     async def _beat(cls, tenancy: Tenancy, store: Store) -> None:
-        while True:
-            await anyio.sleep(BEAT_EVERY)
-            try:
-                if not await store.beat(tenancy.server):
-                    # Silent too long (cut off from the database): the others have marked this
-                    # replica's sessions closed and given their seats away, so they end here too.
-                    log.warning("this replica was taken for gone; closing its sessions")
-                    await tenancy.close_all()
-                await cls._close_sessions_of_gone(store)
-            except Exception:  # the database may be briefly away: try again next time
-                log.exception("the replica's heartbeat failed")
-
-    @staticmethod
-    async def _sweep(tenancy: Tenancy) -> None:
-        while True:
-            await anyio.sleep(SWEEP_EVERY)
-            try:
-                await tenancy.sweep()
-            except Exception:  # the engine may be briefly away: try again next time
-                log.exception("sweeping ended sessions failed")
+        if not await store.beat(tenancy.server):
+            # Silent too long (cut off from the database): the others have marked this
+            # replica's sessions closed and given their seats away, so they end here too.
+            log.warning("this replica was taken for gone; closing its sessions")
+            await tenancy.close_all()
+        await cls._close_sessions_of_gone(store)
 
     async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
@@ -127,8 +111,8 @@ class Hosted:
         ))
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctx.requests.run)
-            tg.start_soon(self._sweep, ctx.tenancy)
-            tg.start_soon(self._beat, ctx.tenancy, ctx.store)
+            tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
+            tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx.tenancy, ctx.store), "the replica's heartbeat")
 
             async def announce() -> None:
                 while not server.started:
@@ -146,3 +130,18 @@ class Hosted:
             tg.start_soon(announce)
             await server.serve()
             tg.cancel_scope.cancel()
+
+
+def _replica_alive(name: str) -> bool:
+    """A replica on this host is alive while its process is; one elsewhere is presumed so
+    (only its heartbeat can tell)."""
+    return reaper.owner_alive(name.split("/")[0])
+
+
+async def _every(seconds: float, work: Callable[[], Awaitable[None]], what: str) -> None:
+    while True:
+        await anyio.sleep(seconds)
+        try:
+            await work()
+        except Exception:  # the engine or the database may be briefly away: next time
+            log.exception(f"{what} failed")

@@ -21,7 +21,7 @@ class ServeSettings(BaseModel):
     approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
     request_log_days: float = Field(30.0, gt=0, description="days the request log keeps a request")
     new_admin_key: bool = Field(False, description="make (and print) another admin key at start, for a lost one")
-    mcp: bool = Field(True, description="serve Streamable HTTP MCP at /mcp")
+    mcp: bool = Field(True, description="serve Streamable HTTP MCP at /mcp (and /mcp/<profile>)")
     log_level: str = "warning"
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None

@@ -183,10 +183,6 @@ class Store:
 
     # ---- sessions and snapshots ---------------------------------------------------------
 
-    async def add_session(self, info: SessionInfo, server: str, server_url: str | None) -> None:
-        values = {**info.model_dump(), "server": server, "server_url": server_url}
-        await self._run(lambda c: c.execute(sessions.insert().values(**values)))
-
     async def reserve_seats(
         self, tenant_id: str, n: int, limit: int, server: str, profile: str, memory: str
     ) -> tuple[list[str], int]:
@@ -228,14 +224,6 @@ class Store:
         if seats:
             await self._run(lambda c: c.execute(sessions.delete().where(sessions.c.id.in_(seats), sessions.c.state == "starting")))
 
-    async def session_home(self, session_id: str) -> tuple[str | None, str | None]:
-        """The replica holding an open session, and its address."""
-        stmt = sa.select(sessions.c.server, sessions.c.server_url).where(
-            sessions.c.id == session_id, sessions.c.state == "open"
-        )
-        row = await self._run(lambda c: c.execute(stmt).first())
-        return (row[0], row[1]) if row else (None, None)
-
     async def close_session(self, session_id: str) -> None:
         stmt = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
             state="closed", closed=time.time()
@@ -271,8 +259,9 @@ class Store:
             ]
             if not gone:
                 return 0
-            c.execute(replicas.delete().where(replicas.c.name.in_([g for g in gone if g is not None])))
-            condition = sa.or_(sessions.c.server.in_([g for g in gone if g is not None]), sessions.c.server.is_(None))
+            named = [g for g in gone if g is not None]
+            c.execute(replicas.delete().where(replicas.c.name.in_(named)))
+            condition = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
             c.execute(sessions.delete().where(sessions.c.state == "starting", condition))
             stmt = sessions.update().where(sessions.c.state == "open", condition).values(state="closed", closed=time.time())
             return int(c.execute(stmt).rowcount)
@@ -280,9 +269,18 @@ class Store:
         return await self._run(work)
 
     async def session(self, session_id: str) -> SessionInfo | None:
+        found = await self.session_and_home(session_id)
+        return found[0] if found else None
+
+    async def session_and_home(self, session_id: str) -> tuple[SessionInfo, str | None, str | None] | None:
+        """A session, open or closed, with the replica that holds (or held) it and its address."""
         stmt = sessions.select().where(sessions.c.id == session_id, sessions.c.state != "starting")
         row = await self._run(lambda c: c.execute(stmt).mappings().first())
-        return SessionInfo.model_validate(dict(row)) if row else None
+        if row is None:
+            return None
+        data = dict(row)
+        server, url = data.pop("server"), data.pop("server_url")
+        return SessionInfo.model_validate(data), server, url
 
     async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
         stmt = sessions.select().where(sessions.c.state != "starting").order_by(sessions.c.created)

@@ -103,12 +103,15 @@ class Tenancy:
         the store raises Elsewhere (so the client can go there), anything else NotFound."""
         if session_id in self._live:
             return self.live(tenant_id, session_id)
-        info = await self._store.session(session_id)
-        if info is not None and info.tenant_id == tenant_id and info.state == "open":
-            server, url = await self._store.session_home(session_id)
-            if server is not None and server != self.server:
-                raise Elsewhere(session_id, url)
-        raise NotFound("session", session_id, foreign=info is not None and info.tenant_id != tenant_id)
+        found = await self._store.session_and_home(session_id)
+        if found is None:
+            raise NotFound("session", session_id)
+        info, server, url = found
+        if info.tenant_id != tenant_id:
+            raise NotFound("session", session_id, foreign=True)
+        if info.state == "open" and server is not None and server != self.server:
+            raise Elsewhere(session_id, url)
+        raise NotFound("session", session_id)
 
     async def record(self, tenant_id: str, session_id: str) -> SessionInfo:
         """A session of the tenant's, open or closed."""

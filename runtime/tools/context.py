@@ -82,6 +82,11 @@ class ToolContext:
     def probe(self, path: str) -> Probe | None:
         return self.probes.get(path)
 
+    async def stat(self, path: str) -> StatResult:
+        """The path's stat: the dispatcher's probe of it where there is one, else the daemon's."""
+        probe = self.probe(path)
+        return probe.stat if probe is not None else await self.client.stat(path)
+
     def tool_state(self, key: str, factory: Callable[[], T]) -> T:
         """The session's state for ``key``, made by ``factory`` on first use."""
         if key not in self.state:

@@ -17,8 +17,11 @@ import docker
 import httpx
 
 from runtime.docker.images import resolve_base
+from runtime.server.models import SessionInfo
 from runtime.server.serve import Hosted
 from runtime.server.settings import ServeSettings
+from runtime.server.store import Store
+from tests.loop import run_async
 
 POSTGRES_DOCKERFILE = Path(__file__).with_name("postgres.Dockerfile")
 
@@ -127,3 +130,14 @@ def untar(data: bytes) -> dict[str, bytes]:
                 assert f is not None
                 out[member.name] = f.read()
     return out
+
+
+def leave_session(store: Store, info: SessionInfo, server: str, url: str | None) -> None:
+    """A session in the store as replica ``server`` records one it opens: a seat reserved,
+    then filled."""
+
+    async def record() -> None:
+        [seat], _ = await store.reserve_seats(info.tenant_id, 1, 10_000, server, info.profile, info.memory)
+        await store.fill_seat(seat, info, server, url)
+
+    run_async(record)

@@ -17,8 +17,7 @@ import pytest
 
 from runtime.server.models import SessionInfo
 from runtime.server.store import Store, database_url
-from tests.loop import run_async
-from tests.server.harness import Api, TenantKey, tar_of, untar
+from tests.server.harness import Api, TenantKey, leave_session, tar_of, untar
 
 DANGEROUS = 'python3 -c "print(6 * 7)"'
 
@@ -224,7 +223,7 @@ def test_state_survives_a_restart(api: Api, tmp_path_factory: Any) -> None:
     store = Store(database_url(db, ""))
     left = SessionInfo(id="s-left-behind", tenant_id=t.tenant_id, image=None, profile="caisson", memory="1g",
                        state="open", created=time.time())
-    run_async(lambda: store.add_session(left, f"{socket.gethostname()}:{gone}:1/dead", None))
+    leave_session(store, left, f"{socket.gethostname()}:{gone}:1/dead", None)
     store.close()
     other = start_server(tmp_path_factory.mktemp("restart"), api.server.hosted.settings.image or "", db=db)
     try:

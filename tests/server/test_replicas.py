@@ -21,7 +21,7 @@ from runtime.server.models import SessionInfo
 from runtime.server.store import Store, replicas, sessions
 from tests.loop import run_async
 from tests.server.conftest import start_server
-from tests.server.harness import Api
+from tests.server.harness import Api, leave_session
 
 pytestmark = pytest.mark.anyio
 
@@ -54,8 +54,16 @@ async def test_replicas_share_one_control_plane(
             with httpx.Client(base_url=replica.url, headers=other.headers, timeout=120) as stranger:
                 assert stranger.post(f"/sessions/{sid}/exec", json={"command": "true"}).status_code == 404
         async with RemoteRuntime(replica.url, t.token) as rt:
-            ran = await RemoteSession(rt, sid, "caisson").exec("echo via the other replica")
+            held = RemoteSession(rt, sid, "caisson")
+            ran = await held.exec("echo via the other replica")
             assert ran.stdout == "via the other replica\n"
+            # Query parameters and streamed answers reach the holder too.
+            await held.write_file("moved.txt", "across replicas\n")
+            assert await held.read_file("moved.txt") == b"across replicas\n"
+            events = [ev async for ev in held.exec_stream("echo streamed")]
+            assert events[0].data == "streamed\n" and events[-1].kind == "exit"
+            copied = b"".join([chunk async for chunk in held.copy_out("moved.txt")])
+            assert b"across replicas" in copied
     finally:
         replica.stop()
     with t.client() as a:
@@ -112,7 +120,7 @@ def test_a_replica_on_another_host_that_stopped_beating_is_gone(
                                    ("s-beating", "elsewhere:2:1/beating", time.time())):
             info = SessionInfo(id=name, tenant_id=t.tenant_id, image=None, profile="caisson", memory="1g",
                                state="open", created=time.time())
-            run_async(lambda info=info, server=server: store.add_session(info, server, "http://elsewhere:1"))
+            leave_session(store, info, server, "http://elsewhere:1")
             run_async(lambda server=server: store.beat(server))
             with store.engine.begin() as c:
                 c.execute(replicas.update().where(replicas.c.name == server).values(seen=seen))

@@ -107,7 +107,7 @@ async def load_text(ctx: ToolContext, path: str) -> Loaded:
     """A text file's content and hash, for changing it; clear errors for anything else."""
     path = ctx.resolve(path)
     with op_errors(path):
-        st = await ctx.client.stat(path)
+        st = await ctx.stat(path)
     if not st.exists:
         raise ToolError("not_found", f"File does not exist: {path}")
     if st.type == "dir":

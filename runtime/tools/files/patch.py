@@ -215,7 +215,7 @@ async def _load_or_new(ctx: ToolContext, path: str, creating: bool) -> Loaded:
     if creating:
         target = ctx.resolve(path)
         with op_errors(target):
-            exists = (await ctx.client.stat(target)).exists
+            exists = (await ctx.stat(target)).exists
         if not exists:
             return Loaded(target, b"", "", "")
     return await load_text(ctx, path)

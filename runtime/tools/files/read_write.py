@@ -193,11 +193,8 @@ async def read_file(ctx: ToolContext, args: ReadFileInput) -> ToolResult:
             first = None
         if first is not None and first.eof:
             return await _read_regular(ctx, path, first.size, first.data, args)
-    if probe is not None:
-        st = probe.stat
-    else:
-        with op_errors(path):
-            st = await ctx.client.stat(path)
+    with op_errors(path):
+        st = await ctx.stat(path)
     if not st.exists:
         suggestions = await _suggestions(ctx, path)
         message = f"File not found: {path}"

@@ -120,12 +120,8 @@ async def walk_with_rules(
 async def search_root(ctx: ToolContext, path: str | None) -> tuple[str, str]:
     """The absolute search path and its type (file or dir), with seed 000's errors."""
     root = ctx.resolve(path or ".")
-    probe = ctx.probe(root)  # the dispatcher's stat of it, for the policy
-    if probe is not None:
-        st = probe.stat
-    else:
-        with op_errors(root):
-            st = await ctx.client.stat(root)
+    with op_errors(root):
+        st = await ctx.stat(root)  # usually the dispatcher's stat of it, for the policy
     if not st.exists:
         raise ToolError("not_found", f"Search path does not exist: {root}")
     if st.type not in ("file", "dir"):
@@ -170,7 +166,7 @@ def _long_line(entry: DirEntry, is_dir: bool) -> str:
 async def ls(ctx: ToolContext, args: LsInput) -> ToolResult:
     path = ctx.resolve(args.path)
     with op_errors(path):
-        st = await ctx.client.stat(path)
+        st = await ctx.stat(path)
     if not st.exists:
         raise ToolError("not_found", f"Path does not exist: {path}")
     if st.type != "dir":
