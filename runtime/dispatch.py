@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import inspect
 import posixpath
+import random
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +38,7 @@ from runtime.policy import (
 )
 from runtime.profiles import get_profile
 from runtime.profiles.base import Profile, ProfileTool
-from runtime.tools.base import ToolError, ToolResult
+from runtime.tools.base import NotPlain, ToolError, ToolResult
 from runtime.tools.context import InteractionHandler, Probe, ToolContext
 
 log = get_logger(__name__)
@@ -183,7 +183,11 @@ class Dispatcher:
         )
 
     def context(
-        self, call_id: str = "", confinement: Confinement | None = None, probes: dict[str, Probe] | None = None
+        self,
+        call_id: str = "",
+        confinement: Confinement | None = None,
+        probes: dict[str, Probe] | None = None,
+        plain: bool = False,
     ) -> ToolContext:
         """What a handler of this session is given for call ``call_id``; by default (a handler
         called directly by the embedding program) it works with the agent's own rights."""
@@ -196,6 +200,7 @@ class Dispatcher:
             permissions=self.engine,
             catalog=self.profile.catalog,
             probes=probes or {},
+            plain=plain,
         )
 
     async def _resolve(self, path: str, prefetch: int = 0) -> tuple[ResolvedPath, Probe | None]:
@@ -227,7 +232,7 @@ class Dispatcher:
         """One tool call, always answered and always audited once, whatever goes wrong."""
         started = time.perf_counter()
         request = CallRequest(
-            tenant=self.client.config.tenant, session_id=self.client.id, call_id="c-" + uuid.uuid4().hex[:12], tool=name,
+            tenant=self.client.config.tenant, session_id=self.client.id, call_id=f"c-{random.getrandbits(48):012x}", tool=name,
             tool_alias=name, args=raw_args,
         )
         try:
@@ -258,26 +263,42 @@ class Dispatcher:
         except ToolError as exc:
             return self._finish(request, ptool, ToolResult.failure(exc.code, exc.message, exc.data), started)
 
-        fields = {key: getattr(canonical_args, key) for key in FIELD_LIMITS if hasattr(canonical_args, key)}
+        given = vars(canonical_args)
+        fields = {key: given[key] for key in FIELD_LIMITS if key in given}
         problem = oversized(fields, FIELD_LIMITS)
         if problem:
             return self._finish(request, ptool, ToolResult.failure("arguments_too_large", problem), started)
         canonical = ptool.canonical
         url = urlsplit(canonical.url(canonical_args) or "")
-        found = [await self._resolve(p, canonical.prefetch) for p in canonical.paths(canonical_args) if p]
         request = request.model_copy(
             update={
                 "domain": (url.hostname or "").lower() or None,
                 "query": bool(url.query),
                 "tool": canonical.name,
                 "level": ptool.effective_level,
-                "paths": [resolved for resolved, _ in found],
                 "command": canonical.command(canonical_args),
                 "cwd": self.client.cwd,
                 "access": canonical.access,
                 "kernel_confines": bool(self.client.info and self.client.info.landlock),
             }
         )
+        paths = [p for p in canonical.paths(canonical_args) if p]
+        if canonical.plain and paths:
+            # Most paths are plain: decide on them as given and let the handler's one round
+            # trip check that they are; only if not (or if the call needs asking) resolve them.
+            as_given = [self.client.resolve(p) for p in paths]
+            plain = request.model_copy(update={"paths": [ResolvedPath(requested=p, resolved=p) for p in as_given]})
+            decision = await self.engine.decide(plain, ask=False)
+            if decision.allowed:
+                ctx = self.context(request.call_id, self.confinement(decision.level, plain.paths), plain=True)
+                try:
+                    result = await self._run(ptool, canonical_args, ctx)
+                except NotPlain:
+                    pass
+                else:
+                    return self._finish(plain, ptool, ptool.present(result, args), started, decision)
+        found = [await self._resolve(p, canonical.prefetch) for p in paths]
+        request = request.model_copy(update={"paths": [resolved for resolved, _ in found]})
         decision = await self.engine.decide(request)
         if decision.allowed:
             confinement = self.confinement(decision.level, request.paths)

@@ -22,6 +22,7 @@ CODES = frozenset(
         "is_a_directory",
         "permission_denied",
         "conflict",
+        "not_plain",
         "no_such_task",
         "too_large",
         "io_error",

@@ -8,6 +8,11 @@ most of a small write's cost): a session's files live no longer than its host do
 The target is resolved once (symbolic links in its last component followed, beneath
 the request's roots and with its credentials, see ``fsaccess``); the staging file is
 created, and renamed over the target, inside that directory's descriptor.
+
+A ``plain`` write is one the host's policy decided on the path as given, without looking
+first: it is refused (``not_plain``, nothing written) unless that path is the real one, no
+symbolic link on the way and the file's only name. ``keep_old`` returns the content it
+replaced, so such a write is the tool's only round trip.
 """
 
 import contextlib
@@ -58,23 +63,37 @@ class _PathLocks:
 _path_locks = _PathLocks()
 
 
-def _resolve_target(res: Resolver, path: str, parents: bool, dir_owner: Optional[Tuple[int, int]]) -> Tuple[int, str]:
+class NotPlain(DaemonError):
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__("not_plain", "%s %s" % (path, why))
+
+
+def _resolve_target(
+    res: Resolver, path: str, parents: bool, dir_owner: Optional[Tuple[int, int]], plain: bool
+) -> Tuple[int, str]:
     """The target's directory (open) and name; missing parents created when allowed."""
     try:
-        return res.parent(path, follow=True)
+        dirfd, name = res.parent(path, follow=not plain)
     except FileNotFoundError:
         head = os.path.dirname(path.rstrip("/"))
         if not parents:
             raise DaemonError("not_found", "parent directory does not exist: %s" % head) from None
         make_dir(res, head, 0o755, dir_owner, parents=True)
-        return res.parent(path, follow=True)
+        dirfd, name = res.parent(path, follow=not plain)
+    # The kernel's name of the directory opened equals the path asked for only if no
+    # symbolic link was followed on the way.
+    if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
+        os.close(dirfd)
+        raise NotPlain(path, "is reached through a symbolic link")
+    return dirfd, name
 
 
 class _Staging:
     """A temporary file next to the target that receives the new content."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, plain: bool) -> None:
         self.path = path  # as requested
+        self.plain = plain
         self.dirfd = -1  # the target's directory, once resolved
         self.name = ""  # the target's name in it
         self.fd = -1
@@ -93,7 +112,7 @@ class _Staging:
         if self.done:
             raise DaemonError("bad_request", "upload already finished or failed: %s" % self.path)
         if self.dirfd < 0:
-            self.dirfd, self.name = _resolve_target(res, self.path, parents, dir_owner)
+            self.dirfd, self.name = _resolve_target(res, self.path, parents, dir_owner, self.plain)
         if self.fd < 0:
             base = "." + self.name[:96] + "."
             for _ in range(100):
@@ -144,10 +163,16 @@ def _existing(staging: _Staging) -> Optional[os.stat_result]:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
+        if staging.plain:
+            raise NotPlain(staging.path, "is a symbolic link")
         # It was no link when resolved: someone swapped it meanwhile.
         raise DaemonError("conflict", "file was replaced by a symbolic link while writing: %s" % staging.path)
     if stat.S_ISDIR(st.st_mode):
         raise DaemonError("is_a_directory", "is a directory: %s" % staging.path)
+    if staging.plain and not stat.S_ISREG(st.st_mode):
+        raise NotPlain(staging.path, "is not a regular file")
+    if staging.plain and st.st_nlink > 1:
+        raise NotPlain(staging.path, "has %d names (hard links)" % st.st_nlink)
     return st
 
 
@@ -162,23 +187,45 @@ def _check_expected(path: str, existing: bool, expected: Optional[str]) -> None:
         raise DaemonError("conflict", "file does not exist but was expected to: %s" % path)
 
 
-def _current_sha256(staging: _Staging) -> str:
+def _current(staging: _Staging, keep: int) -> Tuple[str, Optional[bytes]]:
+    """The current content's SHA-256, and the content itself when no larger than ``keep``."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(staging.name, flags, dir_fd=staging.dirfd)
     try:
-        return sha256_fd(fd)
+        if os.fstat(fd).st_size > keep:
+            return sha256_fd(fd), None
+        parts = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            parts.append(chunk)
+        data = b"".join(parts)
+        return hashlib.sha256(data).hexdigest(), data
     finally:
         os.close(fd)
 
 
 def _commit(
-    staging: _Staging, mode: int, owner: Optional[Tuple[int, int]], expected: Optional[str]
-) -> Dict[str, Any]:
-    """Compare-and-swap the staged content into place; the caller discards ``staging`` on failure."""
+    staging: _Staging, mode: int, owner: Optional[Tuple[int, int]], expected: Optional[str], keep_old: int
+) -> Reply:
+    """Compare-and-swap the staged content into place; the caller discards ``staging`` on failure.
+    With ``keep_old`` (>= 0) the reply also tells what was replaced: ``old_sha256`` ("" when
+    nothing was) and, when it was no larger than ``keep_old``, its content as the blob (``old_kept``)."""
+    old: Dict[str, Any] = {}
+    blob = b""
     with _path_locks.hold(staging.key):
         existing = _existing(staging)
         _check_expected(staging.path, existing is not None, expected)
-        if existing is not None and expected and _current_sha256(staging) != expected:
+        digest = None
+        if existing is not None and (expected or keep_old >= 0):
+            digest, data = _current(staging, keep_old)
+            if keep_old >= 0:
+                old = {"old_sha256": digest, "old_kept": data is not None}
+                blob = data or b""
+        elif keep_old >= 0:
+            old = {"old_sha256": "", "old_kept": False}
+        if expected and digest != expected:
             raise DaemonError("conflict", "file changed (sha256 differs): %s" % staging.path)
         if existing is not None and current() is not None:
             # Replacing is a rename (the directory's permission), but writing a file needs the
@@ -205,7 +252,7 @@ def _commit(
         staging.tmp = ""
         staging.done = True
         staging.close_dir()
-    return {"created": existing is None, "size": staging.size, "sha256": staging.digest.hexdigest()}
+    return {"created": existing is None, "size": staging.size, "sha256": staging.digest.hexdigest(), **old}, blob
 
 
 def _put_in_place(staging: _Staging, replacing: bool) -> None:
@@ -235,16 +282,18 @@ def op_write(args: Dict[str, Any], blob: bytes) -> Reply:
     upload = get(args, "upload", str, None)
     final = get(args, "final", bool, upload is None)
     owner = owner_ids(args)
+    plain = get(args, "plain", bool, False)
+    keep_old = get(args, "keep_old", int, -1)
     with fs_access(args) as res:
         if upload is None:
-            staging = _Staging(path)
+            staging = _Staging(path, plain)
         else:
             with _uploads_lock:
                 _expire_uploads()
                 found = _uploads.get(upload)
                 if found is None:
-                    found = _uploads[upload] = _Staging(path)
-                elif found.path != path:
+                    found = _uploads[upload] = _Staging(path, plain)
+                elif found.path != path or found.plain != plain:
                     raise DaemonError("bad_request", "upload %r is for %s, not %s" % (upload, found.path, path))
                 staging = found
                 if final:
@@ -253,12 +302,12 @@ def op_write(args: Dict[str, Any], blob: bytes) -> Reply:
             try:
                 if staging.fd < 0 and expected is not None:
                     # Fail fast before writing anything; the authoritative check is in _commit.
-                    staging.dirfd, staging.name = _resolve_target(res, path, parents, owner)
+                    staging.dirfd, staging.name = _resolve_target(res, path, parents, owner, plain)
                     _check_expected(path, _existing(staging) is not None, expected)
                 staging.append(res, blob, parents, owner)
                 if not final:
                     return {"created": False, "size": staging.size, "sha256": staging.digest.hexdigest()}, b""
-                return _commit(staging, mode, owner, expected), b""
+                return _commit(staging, mode, owner, expected, keep_old)
             except BaseException:
                 # A failed write (conflict, disk full, ...) ends the upload and leaves no temporary file.
                 if upload is not None and not final:

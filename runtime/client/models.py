@@ -84,6 +84,10 @@ class WriteResult(_Reply):
     created: bool
     size: int
     sha256: str
+    # Asked for with ``keep_old``: the replaced content's hash ("" when there was none) and
+    # the content itself when it was small enough to keep.
+    old_sha256: str | None = None
+    old: bytes | None = None
 
 
 class DirEntry(_FileMeta):

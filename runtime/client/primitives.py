@@ -285,9 +285,13 @@ class SandboxClient:
         mode: int | None = None,
         parents: bool = True,
         owner: str | None = None,
+        plain: bool = False,
+        keep_old: int | None = None,
     ) -> WriteResult:
         """Write atomically (temp file + rename). ``expected_sha256``: compare-and-swap on the
-        current content ("" = the file must not exist)."""
+        current content ("" = the file must not exist). ``plain``: refuse (``not_plain``) a
+        path reached through a symbolic link, or a file with other names. ``keep_old``: also
+        return what was replaced (its content when no larger than this)."""
         payload = data.encode() if isinstance(data, str) else data
         base: dict[str, Any] = {
             "path": self.resolve(path),
@@ -297,16 +301,20 @@ class SandboxClient:
         }
         if mode is not None:
             base["mode"] = mode
+        if plain:
+            base["plain"] = True
+        if keep_old is not None:
+            base["keep_old"] = keep_old
         if len(payload) <= CHUNK:
-            result, _ = await self.op("write", base, payload)
-            return self._model(WriteResult, "write", result)
-        upload = uuid.uuid4().hex
-        for start in range(0, len(payload), CHUNK):
-            final = start + CHUNK >= len(payload)
-            result, _ = await self.op(
-                "write", {**base, "upload": upload, "final": final}, payload[start : start + CHUNK]
-            )
-        return self._model(WriteResult, "write", result)
+            result, blob = await self.op("write", base, payload)
+        else:
+            upload = uuid.uuid4().hex
+            for start in range(0, len(payload), CHUNK):
+                final = start + CHUNK >= len(payload)
+                result, blob = await self.op(
+                    "write", {**base, "upload": upload, "final": final}, payload[start : start + CHUNK]
+                )
+        return self._model(WriteResult, "write", {**result, "old": blob} if result.get("old_kept") else result)
 
     async def list_dir(self, path: str) -> list[DirEntry]:
         result, _ = await self.op("list", {"path": self.resolve(path)})

@@ -49,8 +49,9 @@ INLINE_CLASSIFY_CHARS = 4096
 class _Call:
     """Per-call facts computed once."""
 
-    def __init__(self, req: CallRequest) -> None:
+    def __init__(self, req: CallRequest, ask: bool) -> None:
         self.req = req
+        self.ask = ask
         self.paths = [(normalize(p.requested), normalize(p.resolved)) for p in req.paths]
         self.bash: BashClassification | None = None
         self.reasons: list[str] = []
@@ -72,8 +73,10 @@ class PolicyEngine:
 
     # ------------------------------------------------------------------ decide
 
-    async def decide(self, req: CallRequest) -> Decision:
-        call = _Call(req)
+    async def decide(self, req: CallRequest, *, ask: bool = True) -> Decision:
+        """The decision on ``req``; with ``ask`` false, a call that would need a person's
+        approval is denied instead of asked about (the caller decides again, asking)."""
+        call = _Call(req, ask)
         decision = await self._decide(call)
         if call.bash is not None and call.bash.segments:
             # The part of the command that set its level, for a preview of a long command.
@@ -312,7 +315,7 @@ class PolicyEngine:
                 message="Approved by a session grant.", reasons=call.reasons,
             )
         why = f"needs approval ({rule})"
-        if self.approval_handler is None:
+        if self.approval_handler is None or not call.ask:
             return _deny(level, rule, f"This call {why}, and no approval handler is configured.", call.reasons)
         suggested = self._suggested_grants(call)
         request = ApprovalRequest(

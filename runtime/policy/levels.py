@@ -10,7 +10,7 @@ class _RankedStrEnum(StrEnum):
 
     @property
     def rank(self) -> int:
-        return list(type(self)).index(self)
+        return type(self)._member_names_.index(self.name)
 
     def _rank_of(self, other: object) -> int | None:
         if isinstance(other, type(self)):

@@ -59,6 +59,11 @@ class ToolError(Exception):
         self.data = data
 
 
+class NotPlain(Exception):
+    """Raised by a handler of a ``plain`` tool, before any effect, when its path was not the
+    plain one the policy was told of: the dispatcher resolves it and decides again."""
+
+
 class ToolInput(BaseModel):
     # Unknown arguments are an error an agent can read, not silently dropped.
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -84,6 +89,10 @@ class Tool:
     description: str = ""
     # Bytes of a regular file at ``paths`` read while resolving it for the policy (ToolContext.probe).
     prefetch: int = 0
+    # The handler touches its paths only if they are plain (no symbolic link on the way, a
+    # regular file's only name) and raises NotPlain otherwise: the policy may decide on them as
+    # given, without resolving them first (ToolContext.plain).
+    plain: bool = False
 
 
 REGISTRY: dict[str, Tool] = {}
@@ -102,6 +111,7 @@ def tool(
     command: Callable[[Any], str | None] | None = None,
     url: Callable[[Any], str | None] | None = None,
     prefetch: int = 0,
+    plain: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the canonical tool ``name``."""
 
@@ -121,6 +131,7 @@ def tool(
             command=command or (lambda args: None),
             url=url or (lambda args: None),
             prefetch=prefetch,
+            plain=plain,
         )
         return handler
 

@@ -62,6 +62,9 @@ class ToolContext:
     catalog: tuple[CatalogEntry, ...] = ()
     # The call's paths as the dispatcher probed them, by resolved container path.
     probes: Mapping[str, Probe] = field(default_factory=dict)
+    # The policy decided on the call's paths as given, unresolved: a ``plain`` tool's handler
+    # must raise NotPlain for any path that is not plain.
+    plain: bool = False
 
     @property
     def config(self) -> SessionConfig:

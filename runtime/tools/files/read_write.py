@@ -18,7 +18,7 @@ from rapidfuzz import fuzz
 
 from runtime.errors import OpError
 from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from runtime.tools.base import NotPlain, ToolError, ToolInput, ToolResult, tool
 from runtime.tools.files.edit import UNDO_MAX_FILE, record_change
 from runtime.tools.text import (
     BINARY_SNIFF_BYTES,
@@ -350,6 +350,7 @@ async def _current(ctx: ToolContext, path: str, probe: Probe | None) -> tuple[bo
     snippet="Create or overwrite a file (parent directories are created)",
     paths=lambda a: [a.path],
     prefetch=FAST_READ_BYTES,
+    plain=True,
 )
 async def write_file(ctx: ToolContext, args: WriteFileInput) -> ToolResult:
     path = ctx.resolve(args.path)
@@ -368,6 +369,8 @@ async def write_file(ctx: ToolContext, args: WriteFileInput) -> ToolResult:
             raise ToolError("invalid_arguments", "content is not valid Unicode (it has a lone surrogate)") from None
     if len(payload) > args.max_bytes:
         raise ToolError("too_large", f"Content is {len(payload)} bytes, over the limit of {args.max_bytes} bytes")
+    if ctx.plain:
+        return await _write_plain(ctx, path, payload, args)
     # Without an expected version the caller means "overwrite": a change that lands between
     # our read (kept for undo) and our write is retried, never silently lost from history.
     probe = ctx.probe(path)
@@ -386,12 +389,36 @@ async def write_file(ctx: ToolContext, args: WriteFileInput) -> ToolResult:
                 raise ToolError("not_found", f"Parent directory does not exist: {posixpath.dirname(path)}") from None
             raise tool_error(exc, path) from None
         record_change(ctx, path, before, result.sha256, kept=kept)
-        action = "overwrote" if existed else "created"
-        return ToolResult.success(
-            f"Successfully {action} '{path}' ({len(payload)} bytes)",
-            {"path": path, "created": not existed, "bytes": len(payload), "version": result.sha256},
-        )
+        return _written(path, existed, len(payload), result.sha256)
     raise ToolError("conflict", f"'{path}' kept changing while it was being written; nothing was written.")
+
+
+async def _write_plain(ctx: ToolContext, path: str, payload: bytes, args: WriteFileInput) -> ToolResult:
+    """The whole tool in one round trip: the write refuses a path that is not plain, and
+    returns what it replaced for undo. A refusal, a version conflict (whose answer needs the
+    current version) or a directory there goes back to the dispatcher, which looks first."""
+    try:
+        result = await ctx.client.write_file(
+            path, payload, expected_sha256=args.expected_version, parents=args.create_directories,
+            plain=True, keep_old=UNDO_MAX_FILE,
+        )
+    except OpError as exc:
+        if exc.code in ("not_plain", "conflict", "is_a_directory"):
+            raise NotPlain(exc.message) from None
+        if exc.code == "not_found" and not args.create_directories:
+            raise ToolError("not_found", f"Parent directory does not exist: {posixpath.dirname(path)}") from None
+        raise tool_error(exc, path) from None
+    existed = bool(result.old_sha256)  # "": nothing was replaced, and undo removes the file
+    record_change(ctx, path, result.old, result.sha256, kept=not existed or result.old is not None)
+    return _written(path, existed, len(payload), result.sha256)
+
+
+def _written(path: str, existed: bool, size: int, version: str) -> ToolResult:
+    action = "overwrote" if existed else "created"
+    return ToolResult.success(
+        f"Successfully {action} '{path}' ({size} bytes)",
+        {"path": path, "created": not existed, "bytes": size, "version": version},
+    )
 
 
 # ---- delete_file ---------------------------------------------------------------------------

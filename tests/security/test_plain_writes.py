@@ -1,0 +1,90 @@
+"""write_file decides on the path as given and checks in the same round trip that it was the
+real one. These attacks dress a protected path (``.git/**``: dangerous, asked about) up as an
+ordinary workspace file, statically and in races, with an approval handler that refuses and
+counts what it is asked. Nothing may land in ``.git`` without a question about ``.git``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from runtime import Runtime, Session
+from runtime.policy import ApprovalAnswer, ApprovalRequest
+
+pytestmark = pytest.mark.anyio
+
+ATTEMPTS = 300
+HOOK = "/workspace/.git/hooks/pre-commit"
+RACE = "/workspace/race"
+
+
+@dataclass
+class Asked:
+    paths: list[str] = field(default_factory=list)
+
+    async def refuse(self, request: ApprovalRequest) -> ApprovalAnswer:
+        self.paths.extend(request.paths)
+        return ApprovalAnswer.deny("not in this test", approver="test")
+
+
+@pytest.fixture
+async def staged(rt: Runtime) -> AsyncIterator[tuple[Session, Asked]]:
+    asked = Asked()
+    async with rt.session(approval_handler=asked.refuse) as s:
+        r = await s.exec(f"mkdir -p /workspace/.git/hooks {RACE} && printf 'HOOK\\n' > {HOOK}")
+        assert r.exit_code == 0, r.stderr
+        yield s, asked
+
+
+async def hook(s: Session) -> str:
+    return (await s.read_file(HOOK)).decode()
+
+
+async def test_link_to_a_protected_file_is_asked_about(staged: tuple[Session, Asked]) -> None:
+    s, asked = staged
+    await s.exec(f"ln -s {HOOK} /workspace/notes.txt && ln -s /workspace/.git/hooks /workspace/hooks")
+    for path in ("/workspace/notes.txt", "/workspace/hooks/pre-commit", "/workspace/hooks/new-hook"):
+        r = await s.call("write_file", {"path": path, "content": "PWN\n"})
+        assert not r.ok and r.error is not None and r.error.code == "permission_denied", r.text
+    landed = (await hook(s)).count("PWN") + (await s.stat("/workspace/.git/hooks/new-hook")).exists
+    print(f"write_file through links to .git: {landed} of 3 landed; asked about {asked.paths}")
+    assert landed == 0
+    assert asked.paths[0] == HOOK and asked.paths[-1] == "/workspace/.git/hooks/new-hook"
+
+
+async def test_hard_link_to_a_protected_file_is_not_written(staged: tuple[Session, Asked]) -> None:
+    s, _ = staged
+    await s.exec(f"ln {HOOK} /workspace/alias")
+    r = await s.call("write_file", {"path": "/workspace/alias", "content": "PWN\n"})
+    assert r.ok, r.text
+    # The name is replaced; the protected file behind the other name keeps its content.
+    print(f"write_file on a hard link to a .git hook: hook now {await hook(s)!r}")
+    assert await hook(s) == "HOOK\n"
+    assert (await s.read_file("/workspace/alias")) == b"PWN\n"
+
+
+async def test_racing_links_to_protected_paths(staged: tuple[Session, Asked]) -> None:
+    """A racer swaps a file, and a directory, between plain ones and links into .git."""
+    s, asked = staged
+    flip_file = f"ln -sfn {HOOK} l.tmp && mv -Tf l.tmp f; printf 'A\\n' > f.tmp && mv -Tf f.tmp f"
+    flip_dir = (
+        "ln -sfn /workspace/.git/hooks m.tmp && mv -Tf m.tmp d; rm -rf d.tmp; mkdir d.tmp && mv -Tf d.tmp d"
+    )
+    task = await s.spawn(f"cd {RACE} && while :; do {flip_file}; {flip_dir}; done")
+    worked = 0
+    try:
+        for i in range(ATTEMPTS):
+            path = f"{RACE}/f" if i % 2 else f"{RACE}/d/pre-commit"
+            worked += (await s.call("write_file", {"path": path, "content": f"PWN{i}\n"})).ok
+    finally:
+        await s.task_signal(task.task_id, "KILL")
+    landed = (await hook(s)).count("PWN")
+    print(
+        f"write_file racing links into .git: {landed} of {ATTEMPTS} landed, {worked} plain writes went "
+        f"through, {len(asked.paths)} asked about (all refused)"
+    )
+    assert landed == 0 and worked > 0
+    assert all(p.startswith("/workspace/.git/") for p in asked.paths)
