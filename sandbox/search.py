@@ -26,6 +26,7 @@ import base64
 import bisect
 import fnmatch
 import json
+import operator
 import os
 import re
 import shutil
@@ -128,8 +129,8 @@ def _strings(args: Dict[str, Any], name: str) -> List[str]:
 class _FileHits:
     __slots__ = ("count", "hits", "raw")
 
-    def __init__(self) -> None:
-        self.count = 0  # matches found (content: at most per_file + 1)
+    def __init__(self, count: int = 0) -> None:
+        self.count = count  # matches found (content: at most per_file + 1)
         self.hits: List[Hit] = []
         self.raw: List[bytes] = []  # ripgrep's JSON match records, decoded only when shown
 
@@ -263,12 +264,11 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
     out, timed_out, cut = _run_rg(q, rg, paths)
     if q.mode != "content":
         found: Dict[str, _FileHits] = {}
-        for record in out.split(b"\n"):
-            name, _, count = record.rpartition(b"\0")
+        # "path\0count" per file, thousands of them: decoded in one piece.
+        for record in out.decode("utf-8", "surrogateescape").split("\n"):
+            name, _, count = record.rpartition("\0")
             if name:
-                hits = _FileHits()
-                hits.count = int(count)
-                found[_rg_path({"text": name.decode("utf-8", "surrogateescape")})] = hits
+                found[name[2:] if name.startswith("./") else name] = _FileHits(int(count))
         return found, timed_out, cut
     if q.multiline:
         return _rg_json(q, out), timed_out, cut
@@ -616,29 +616,34 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
         for glob in type_globs:
             argv += ["--type-add", "caisson:" + glob]
         argv += ["-t", "caisson"]
-    found: List[Tuple[float, str]] = []
     with fs_access(args) as res:
         root_fd = _open_root(res, root)
         try:
             out, timed_out, _ = _spawn(argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0")
-            for raw in out.split(b"\0"):
-                path = raw.decode("utf-8", "surrogateescape")
-                path = path[2:] if path.startswith("./") else path
-                if type_globs and not hidden and path.rpartition("/")[2].startswith("."):
-                    continue
-                if path and regex.fullmatch(path):
-                    try:
-                        found.append((os.stat(path, dir_fd=root_fd, follow_symlinks=False).st_mtime, path))
-                    except OSError:
-                        continue  # removed meanwhile
+            # Thousands of names: each step is one pass in C where it can be.
+            names = [p[2:] if p.startswith("./") else p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+            if type_globs and not hidden:
+                names = [p for p in names if not p.rpartition("/")[2].startswith(".")]
+            match = regex.fullmatch
+            found = _mtimes([p for p in names if match(p)], root_fd)
         finally:
             os.close(root_fd)
+    found.sort(key=operator.itemgetter(1))
     if sort == "modified":
-        found.sort(key=lambda item: (-item[0], item[1]))
-    else:
-        found.sort(key=lambda item: item[1])
+        found.sort(key=operator.itemgetter(0), reverse=True)  # stable: equal times stay by path
     page = [[path, mtime] for mtime, path in found[offset : offset + limit]]
     return {"total": len(found), "files": page, "timed_out": timed_out}, b""
+
+
+def _mtimes(paths: List[str], root_fd: int) -> List[Tuple[float, str]]:
+    """(mtime, path) of each path below ``root_fd`` that is still there."""
+    found = []
+    for path in paths:
+        try:
+            found.append((os.stat(path, dir_fd=root_fd, follow_symlinks=False).st_mtime, path))
+        except OSError:
+            continue  # removed meanwhile
+    return found
 
 
 OPS = {"grep": op_grep, "find": op_find}

@@ -278,6 +278,27 @@ def _prepare(devnull: int) -> Tuple[int, socket.socket]:
     raise OSError(errno.ENOSYS, "CLONE_PARENT is not supported here")
 
 
+# A request as a clone receives one: what ``_rehearse`` goes through. Its program can never
+# exist (below a device, whatever an agent creates): the clone still runs as root here.
+_SAMPLE = marshal.dumps(
+    (["true"], ["/dev/null/true"], "/", {"PATH": "/usr/bin:/bin", "HOME": "/"}, (0, 0, [0]), [True, False, False])
+)
+
+
+def _rehearse(devnull: int) -> None:
+    """Go through a command's set-up once while nobody waits: the first write to each page of
+    the interpreter's memory copies it (the clone shares the spawner's), and those copies are
+    then made here rather than between the daemon's request and the exec."""
+    argv, paths, cwd, env, _ids, _given = marshal.loads(_SAMPLE)
+    os.chdir(cwd)
+    os.dup2(devnull, 0)
+    for path in paths:
+        try:
+            os.execve(path, argv, env)
+        except OSError as exc:
+            _ = exc.errno or errno.EINVAL
+
+
 def _child(sock: socket.socket, devnull: int) -> None:
     """In the clone: what needs no request first, then wait for the command, set it up and
     exec it, or report the failing stage. Never returns."""
@@ -293,6 +314,7 @@ def _child(sock: socket.socket, devnull: int) -> None:
         except OSError:
             pass
         syscalls.set_subreaper()
+        _rehearse(devnull)
         try:
             data, fds = _receive(sock)
         except (OSError, EOFError):

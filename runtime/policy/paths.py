@@ -218,8 +218,9 @@ def is_secret(
     too), else None."""
     lowered = path.lower()
     patterns = tuple(patterns)
-    # One regex for all patterns: most paths match none (a search filters thousands).
-    if _any_regex(patterns).fullmatch(lowered) is None:
+    # Two regexes for all patterns: most paths match none (a search filters thousands).
+    by_name, whole = _any_regex(patterns)
+    if by_name.fullmatch(lowered.rpartition("/")[2]) is None and whole.fullmatch(lowered) is None:
         return None
     hit = next((p for p in patterns if glob_match(p.lower(), lowered)), None)
     if hit is None or any(glob_match(e.lower(), lowered) for e in exceptions):
@@ -227,9 +228,22 @@ def is_secret(
     return hit
 
 
+def _name_only(pattern: str) -> bool:
+    """Whether ``pattern`` matches a path exactly when it matches the path's last segment."""
+    body = pattern.removeprefix("**/")
+    return not body.startswith("/") and "/" not in body and "**" not in body
+
+
 @lru_cache(maxsize=64)
-def _any_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """Matches what any of ``patterns`` matches, regardless of case (see is_secret)."""
-    if not patterns:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?:{_glob_regex(p.lower()).pattern})" for p in patterns), re.DOTALL)
+def _any_regex(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """What matches the last segment of a path that any of ``patterns`` matches, and what
+    matches a whole path that any other of them matches, regardless of case (see is_secret).
+    Most patterns name files: matching those on the name alone spares the regex engine
+    trying every slash of the path for each of them."""
+
+    def either(bodies: list[str]) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{b})" for b in bodies) or r"(?!)", re.DOTALL)
+
+    lowered = [p.lower() for p in patterns]
+    names = [glob_translate(p.removeprefix("**/")) for p in lowered if _name_only(p)]
+    return either(names), either([_glob_regex(p).pattern for p in lowered if not _name_only(p)])

@@ -16,6 +16,7 @@ root directory with the base environment.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import secrets
@@ -161,8 +162,15 @@ def check_env(env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+@functools.lru_cache(maxsize=64)
+def _destructive(command: str) -> str | None:
+    # The policy has just classified the same command: agents repeat theirs, and the
+    # classification of a string is always the same.
+    return classify_bash(command).destructive
+
+
 def reject_destructive(command: str) -> None:
-    pattern = classify_bash(command).destructive
+    pattern = _destructive(command)
     if pattern:
         raise ToolError(
             "destructive_command",

@@ -311,9 +311,10 @@ async def run_search(
     # The policy checked the search root; every file the search read is checked here, so a
     # recursive search (or include_hidden) never shows what a read of that file would not.
     policy = ctx.permissions.policy if ctx.permissions else Policy()
+    prefix = root.rstrip("/") + "/"  # the daemon's paths are relative to the root
     kept = [
         f for f in reply.files
-        if f.nlink <= 1 and not is_secret(posixpath.join(root, f.path), policy.secret_patterns, policy.secret_exceptions)
+        if f.nlink <= 1 and not is_secret(prefix + f.path, policy.secret_patterns, policy.secret_exceptions)
     ]
     return root, reply.model_copy(update={"files": kept})
 

@@ -365,7 +365,7 @@ async def glob(ctx: ToolContext, args: GlobInput) -> ToolResult:
     pattern = args.pattern.removeprefix(prefix)
     total, page, incomplete = await find_files(ctx, root, pattern, args)
     remaining = max(0, total - args.offset - len(page))
-    files = [posixpath.join(root, rel) for rel, _ in page]
+    files = [prefix + rel for rel, _ in page]  # relative to the root, as the daemon and walk give them
     data = {"files": files, "total": total, "remaining": remaining, "offset": args.offset, "incomplete": incomplete}
     if not files:
         text = f"No files found matching pattern '{args.pattern}' in '{root}'"
