@@ -28,7 +28,7 @@ from .fsaccess import fs_access
 from .fscommon import abspath, owner_ids, sha256_fd
 from .fscreds import current
 from .ops_files import make_dir
-from .pathres import Resolver, fd_path
+from .pathres import Outside, Resolver, fd_path
 from .syscalls import RENAME_EXCHANGE, renameat2
 
 # Staging files of uploads that saw no chunk for this long are deleted.
@@ -73,13 +73,18 @@ def _resolve_target(
 ) -> Tuple[int, str]:
     """The target's directory (open) and name; missing parents created when allowed."""
     try:
-        dirfd, name = res.parent(path, follow=not plain)
-    except FileNotFoundError:
-        head = os.path.dirname(path.rstrip("/"))
-        if not parents:
-            raise DaemonError("not_found", "parent directory does not exist: %s" % head) from None
-        make_dir(res, head, 0o755, dir_owner, parents=True)
-        dirfd, name = res.parent(path, follow=not plain)
+        try:
+            dirfd, name = res.parent(path, follow=not plain)
+        except FileNotFoundError:
+            head = os.path.dirname(path.rstrip("/"))
+            if not parents:
+                raise DaemonError("not_found", "parent directory does not exist: %s" % head) from None
+            make_dir(res, head, 0o755, dir_owner, parents=True)
+            dirfd, name = res.parent(path, follow=not plain)
+    except Outside:
+        if plain:  # only a link leads out of roots the path lies beneath
+            raise NotPlain(path, "is reached through a symbolic link") from None
+        raise
     # The kernel's name of the directory opened equals the path asked for only if no
     # symbolic link was followed on the way.
     if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):

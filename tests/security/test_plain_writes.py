@@ -30,10 +30,10 @@ class Asked:
         return ApprovalAnswer.deny("not in this test", approver="test")
 
 
-@pytest.fixture
-async def staged(rt: Runtime) -> AsyncIterator[tuple[Session, Asked]]:
+@pytest.fixture(params=["runc", "gvisor"])
+async def staged(request: pytest.FixtureRequest, rt: Runtime) -> AsyncIterator[tuple[Session, Asked]]:
     asked = Asked()
-    async with rt.session(approval_handler=asked.refuse) as s:
+    async with rt.session(gvisor=request.param == "gvisor", approval_handler=asked.refuse) as s:
         r = await s.exec(f"mkdir -p /workspace/.git/hooks {RACE} && printf 'HOOK\\n' > {HOOK}")
         assert r.exit_code == 0, r.stderr
         yield s, asked
