@@ -42,6 +42,8 @@ LABEL_GRACE = "caisson.grace"
 
 
 NUM_POOLS = 256
+# Above anyio's default of 40 worker threads, which make the engine calls, and our own few.
+MAX_POOL_SIZE = 64
 
 
 def docker_host_url() -> str:
@@ -54,7 +56,12 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
         # docker-py keeps one connection pool per request URL (container ids are in URLs) and
         # closes the least recently used beyond num_pools, even while a thread is using it: with
         # its default of 25, many sessions at once made requests fail. Room for a few hundred.
-        client = docker.DockerClient(base_url=url, version="auto", timeout=60, num_pools=NUM_POOLS)
+        # A pool holds at most max_pool_size connections: more requests at once to one URL
+        # (50 sessions created at once) overflow it, and urllib3's handling of an overflowing
+        # pool that was closed meanwhile fails the request. Room for every engine thread.
+        client = docker.DockerClient(
+            base_url=url, version="auto", timeout=60, num_pools=NUM_POOLS, max_pool_size=MAX_POOL_SIZE
+        )
         client.ping()
         return client
     except (docker.errors.DockerException, OSError) as exc:
