@@ -77,10 +77,13 @@ def _resolve_target(
             dirfd, name = res.parent(path, follow=not plain)
         except FileNotFoundError:
             head = os.path.dirname(path.rstrip("/"))
+            if plain:
+                # Making it could go through a link before anything is checked: the host looks first.
+                raise NotPlain(path, "needs its parent directory made") from None
             if not parents:
                 raise DaemonError("not_found", "parent directory does not exist: %s" % head) from None
             make_dir(res, head, 0o755, dir_owner, parents=True)
-            dirfd, name = res.parent(path, follow=not plain)
+            dirfd, name = res.parent(path, follow=True)
     except Outside:
         if plain:  # only a link leads out of roots the path lies beneath
             raise NotPlain(path, "is reached through a symbolic link") from None

@@ -46,13 +46,15 @@ async def hook(s: Session) -> str:
 async def test_link_to_a_protected_file_is_asked_about(staged: tuple[Session, Asked]) -> None:
     s, asked = staged
     await s.exec(f"ln -s {HOOK} /workspace/notes.txt && ln -s /workspace/.git/hooks /workspace/hooks")
-    for path in ("/workspace/notes.txt", "/workspace/hooks/pre-commit", "/workspace/hooks/new-hook"):
+    tried = ("/workspace/notes.txt", "/workspace/hooks/pre-commit", "/workspace/hooks/new-hook", "/workspace/hooks/d/x")
+    for path in tried:
         r = await s.call("write_file", {"path": path, "content": "PWN\n"})
         assert not r.ok and r.error is not None and r.error.code == "permission_denied", r.text
-    landed = (await hook(s)).count("PWN") + (await s.stat("/workspace/.git/hooks/new-hook")).exists
-    print(f"write_file through links to .git: {landed} of 3 landed; asked about {asked.paths}")
+    made = [p for p in ("/workspace/.git/hooks/new-hook", "/workspace/.git/hooks/d") if (await s.stat(p)).exists]
+    landed = (await hook(s)).count("PWN") + len(made)
+    print(f"write_file through links to .git: {landed} of {len(tried)} landed ({made}); asked about {asked.paths}")
     assert landed == 0
-    assert asked.paths[0] == HOOK and asked.paths[-1] == "/workspace/.git/hooks/new-hook"
+    assert asked.paths == [HOOK, HOOK, "/workspace/.git/hooks/new-hook", "/workspace/.git/hooks/d/x"]
 
 
 async def test_hard_link_to_a_protected_file_is_not_written(staged: tuple[Session, Asked]) -> None:

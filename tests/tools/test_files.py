@@ -211,7 +211,11 @@ async def test_small_file_calls_make_one_round_trip(shared_session: Session, mon
         return await real(op, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(channel, "call", counting)
-    path = f"{fresh_dir()}/small.txt"
+    directory = fresh_dir()
+    path = f"{directory}/small.txt"
+    # A parent directory still to be made: the plain write refuses, the dispatcher looks first.
+    r = await shared_session.call("write_file", {"path": f"{directory}/new/first.txt", "content": "x"})
+    assert r.ok and ops == ["write", "stat", "write"], (r.text, ops)
     for content, created in (("one\n", True), ("two\n", False)):
         ops.clear()
         r = await shared_session.call("write_file", {"path": path, "content": content})
