@@ -10,8 +10,8 @@ the request's roots and with its credentials, see ``fsaccess``); the staging fil
 created, and renamed over the target, inside that directory's descriptor.
 
 A ``plain`` write is one the host's policy decided on the path as given, without looking
-first: it is refused (``not_plain``, nothing written) unless that path is the real one, no
-symbolic link on the way and the file's only name. ``keep_old`` returns the content it
+first: it is refused (``not_plain``, nothing written or made) unless that path is the real
+one: its parent directory there already, no symbolic link on the way, the file's only name. ``keep_old`` returns the content it
 replaced, so such a write is the tool's only round trip.
 """
 
