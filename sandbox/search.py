@@ -224,11 +224,16 @@ def _spawn(
     return out, proc.timed_out, cut
 
 
+def _relative(path: str) -> str:
+    """A path as ripgrep prints it below ``.``, without the ``./``."""
+    return path[2:] if path.startswith("./") else path
+
+
 def _rg_path(data: Dict[str, Any]) -> str:
     path = data.get("text")
     if path is None:
         path = base64.b64decode(data.get("bytes", "")).decode("utf-8", "surrogateescape")
-    return path[2:] if path.startswith("./") else path
+    return _relative(path)
 
 
 def _rg_record(record: bytes) -> Hit:
@@ -268,7 +273,7 @@ def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
         for record in out.decode("utf-8", "surrogateescape").split("\n"):
             name, _, count = record.rpartition("\0")
             if name:
-                found[name[2:] if name.startswith("./") else name] = _FileHits(int(count))
+                found[_relative(name)] = _FileHits(int(count))
         return found, timed_out, cut
     if q.multiline:
         return _rg_json(q, out), timed_out, cut
@@ -296,13 +301,13 @@ def _rg_text(q: _Query, out: bytes) -> Dict[str, _FileHits]:
             continue
         if current is None or record_name != name:
             if current is not None:
-                _keep(q, found, _rg_path({"text": name.decode("utf-8", "surrogateescape")}), current, binary, True)
+                _keep(q, found, _relative(name.decode("utf-8", "surrogateescape")), current, binary, True)
             current, name, binary = _FileHits(), record_name, False
         current.count += 1
         if current.count <= q.per_file + 1:
             current.raw.append(rest)
     if current is not None:
-        _keep(q, found, _rg_path({"text": name.decode("utf-8", "surrogateescape")}), current, binary, True)
+        _keep(q, found, _relative(name.decode("utf-8", "surrogateescape")), current, binary, True)
     return found
 
 
@@ -320,7 +325,7 @@ def _rg_json(q: _Query, out: bytes) -> Dict[str, _FileHits]:
             current = _FileHits()
             # Most paths need no JSON unescaping: slice them out instead of parsing the record.
             if record.startswith(_BEGIN) and record.endswith(b'"}}}') and b"\\" not in record:
-                path = _rg_path({"text": record[len(_BEGIN) : -4].decode("utf-8")})
+                path = _relative(record[len(_BEGIN) : -4].decode("utf-8"))
             else:
                 path = _rg_path(json.loads(record)["data"]["path"])
         elif record.startswith(b'{"type":"end"') and current is not None:
@@ -621,7 +626,7 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
         try:
             out, timed_out, _ = _spawn(argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0")
             # Thousands of names: each step is one pass in C where it can be.
-            names = [p[2:] if p.startswith("./") else p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+            names = [_relative(p) for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
             if type_globs and not hidden:
                 names = [p for p in names if not p.rpartition("/")[2].startswith(".")]
             match = regex.fullmatch

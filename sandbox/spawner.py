@@ -293,10 +293,8 @@ def _rehearse(devnull: int) -> None:
     os.chdir(cwd)
     os.dup2(devnull, 0)
     for path in paths:
-        try:
+        with contextlib.suppress(OSError):  # always raised: the sample's program cannot exist
             os.execve(path, argv, env)
-        except OSError as exc:
-            _ = exc.errno or errno.EINVAL
 
 
 def _child(sock: socket.socket, devnull: int) -> None:

@@ -315,7 +315,9 @@ class PolicyEngine:
                 message="Approved by a session grant.", reasons=call.reasons,
             )
         why = f"needs approval ({rule})"
-        if self.approval_handler is None or not call.ask:
+        if not call.ask:
+            return _deny(level, rule, f"This call {why}; the caller decides again before asking.", call.reasons)
+        if self.approval_handler is None:
             return _deny(level, rule, f"This call {why}, and no approval handler is configured.", call.reasons)
         suggested = self._suggested_grants(call)
         request = ApprovalRequest(

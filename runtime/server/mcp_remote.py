@@ -142,4 +142,3 @@ class RemoteMcp:
                 await session.close()
 
         return close
-
