@@ -18,8 +18,13 @@ and for ripgrep's own walk: ``globs`` (override globs, later wins, ``!`` exclude
 ``type_globs`` (a file type as name globs), ``hidden``, ``no_ignore``. Limits:
 ``max_per_file``, ``max_total``, ``max_line_chars``, ``before``, ``after``, ``timeout``.
 
-result: ``engine``, ``files`` [{``path``, ``count``, ``truncated``, ``matches``: [{``line``,
-``end_line``, ``column``, ``lines``, ``before``, ``after``}]}], ``truncated``, ``timed_out``.
+result: ``engine``, ``truncated``, ``timed_out``, and by mode:
+
+* content: ``files`` [{``path``, ``count``, ``truncated``, ``nlink``, ``matches``: [{``line``,
+  ``end_line``, ``column``, ``lines``, ``before``, ``after``}]}];
+* files and count: ``paths`` (sorted), ``linked`` (those of them with more than one name),
+  and for count ``counts`` (the matches in each of ``paths``). Flat lists: a search lists
+  thousands of files, and a record per file costs both ends more than the search's own work.
 """
 
 import base64
@@ -170,6 +175,11 @@ def _line_text(raw: str) -> List[str]:
 
 def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool, bool]:
     """Run ripgrep in ``root``; its stdout, whether it timed out, whether output was cut."""
+    if paths is not None:
+        # ripgrep searches a file it is given by name even when it holds a NUL byte.
+        paths = [p for p in paths if not _has_nul(q, p)]
+        if not paths:
+            return b"", False, False
     argv = [rg] + _RG_BASE + ["--with-filename"] + (["-i"] if q.ignore_case else ["-s"])
     if q.fixed:
         argv.append("-F")
@@ -224,6 +234,10 @@ def _spawn(
     return out, proc.timed_out, cut
 
 
+# ripgrep's --count --null record ("\r\n" ends it under --crlf), without the "./" of a path below ".".
+_COUNT_RECORD = re.compile(r"(?:\./)?([^\0]*)\0(\d+)\r?\n")
+
+
 def _relative(path: str) -> str:
     """A path as ripgrep prints it below ``.``, without the ``./``."""
     return path[2:] if path.startswith("./") else path
@@ -261,20 +275,17 @@ def _is_type(path: str, globs: List[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
 
 
-def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
-    if paths is not None:
-        paths = [p for p in paths if not _has_nul(q, p)]
-        if not paths:
-            return {}, False, False
+def _rg_counts(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, int], bool, bool]:
+    """Files and count modes: the matches in each file that has some."""
     out, timed_out, cut = _run_rg(q, rg, paths)
-    if q.mode != "content":
-        found: Dict[str, _FileHits] = {}
-        # "path\0count" per file, thousands of them: decoded in one piece.
-        for record in out.decode("utf-8", "surrogateescape").split("\n"):
-            name, _, count = record.rpartition("\0")
-            if name:
-                found[_relative(name)] = _FileHits(int(count))
-        return found, timed_out, cut
+    # Thousands of records in one pass (a name may hold a line break, never NUL).
+    counts = {name: int(count) for name, count in _COUNT_RECORD.findall(out.decode("utf-8", "surrogateescape"))}
+    return counts, timed_out, cut
+
+
+def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
+    """Content mode: the hits of each file that has some."""
+    out, timed_out, cut = _run_rg(q, rg, paths)
     if q.multiline:
         return _rg_json(q, out), timed_out, cut
     return _rg_text(q, out), timed_out, cut
@@ -478,7 +489,18 @@ def _nlink(q: _Query, rel: str) -> int:
         return 1
 
 
-def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]], bool]:
+def _listing(q: _Query, counts: Dict[str, int]) -> Tuple[Dict[str, Any], bool]:
+    """Files and count modes: the first ``max_total`` paths, and whether there were more."""
+    paths = sorted(counts)
+    truncated = len(paths) > q.max_total
+    del paths[q.max_total :]
+    listing: Dict[str, Any] = {"paths": paths, "linked": [p for p in paths if _nlink(q, p) > 1]}
+    if q.mode == "count":
+        listing["counts"] = [counts[p] for p in paths]
+    return listing, truncated
+
+
+def _content(q: _Query, found: Dict[str, _FileHits]) -> Tuple[Dict[str, Any], bool]:
     files: List[Dict[str, Any]] = []
     budget = q.max_total
     size = 0
@@ -488,11 +510,6 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
             truncated = True
             break
         hits = found[path]
-        if q.mode != "content":
-            count = hits.count if q.mode == "count" else 0
-            files.append({"path": path, "count": count, "truncated": False, "matches": [], "nlink": _nlink(q, path)})
-            budget -= 1
-            continue
         shown = hits.take(min(q.per_file, budget))
         budget -= len(shown)
         context = _context(q, path, shown) if (q.before or q.after) else [([], [])] * len(shown)
@@ -508,7 +525,7 @@ def _finish(q: _Query, found: Dict[str, _FileHits]) -> Tuple[List[Dict[str, Any]
         files.append(
             {"path": path, "count": len(shown), "truncated": cut, "matches": matches, "nlink": _nlink(q, path)}
         )
-    return files, truncated
+    return {"files": files}, truncated
 
 
 # A group under a quantifier, a back-reference, or many unbounded quantifiers: patterns whose
@@ -574,18 +591,25 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
     with fs_access(args) as res:
         q.res = res
         q.root_fd = _open_root(res, q.root)
+        found: Dict[str, _FileHits] = {}
+        counts: Dict[str, int] = {}
         try:
-            if engine == "rg":
-                found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
-                # A --glob match overrides ripgrep's type filter: apply the type to every result.
-                if q.type_globs:
-                    found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
-            else:
+            if engine == "python":
                 found, timed_out, cut = _python_engine(q, paths or [])
-            files, truncated = _finish(q, found)
+                counts = {p: h.count for p, h in found.items()}
+            elif q.mode == "content":
+                found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
+            else:
+                counts, timed_out, cut = _rg_counts(q, rg or "rg", paths)
+            if engine == "rg" and q.type_globs:
+                # A --glob match overrides ripgrep's type filter: apply the type to every result.
+                found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
+                counts = {p: n for p, n in counts.items() if _is_type(p, q.type_globs)}
+            reply, truncated = _content(q, found) if q.mode == "content" else _listing(q, counts)
         finally:
             os.close(q.root_fd)
-    return {"engine": engine, "files": files, "truncated": truncated or cut, "timed_out": timed_out}, b""
+    reply.update(engine=engine, truncated=truncated or cut, timed_out=timed_out)
+    return reply, b""
 
 
 def op_find(args: Dict[str, Any], blob: bytes) -> Reply:

@@ -227,6 +227,7 @@ async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     files = sorted(
         e.path for e in walk.entries
         if e.type == "file" and e.size <= MAX_GREP_FILE and _included(e.path, include)
+        and not ctx.is_secret(posixpath.join(root, e.path))
     )
     total, lines = 0, []
     if files:
@@ -237,9 +238,13 @@ async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
             "max_per_file": None, "max_line_chars": UNLIMITED, "before": 0, "after": 0, "timeout": GREP_TIMEOUT,
         }
         counted = await _daemon_grep(ctx, {**base, "mode": "count", "max_total": UNLIMITED}, blob)
-        total = sum(f.count for f in counted.files)
+        # A file with another name (a hard link) may be a secret's: neither counted nor shown.
+        linked = set(counted.linked)
+        total = sum(n for path, n in zip(counted.paths, counted.counts, strict=True) if path not in linked)
         shown = await _daemon_grep(ctx, {**base, "mode": "content", "max_total": args.max_results}, blob)
-        lines = [f"{f.path}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files for h in f.matches][: args.max_results]
+        lines = [
+            f"{f.path}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files if f.nlink <= 1 for h in f.matches
+        ][: args.max_results]
     if not lines:
         return ToolResult.success("No matches found.", {"total": 0, "matches": []})
     header = f"Found {total} match{'es' if total != 1 else ''}"

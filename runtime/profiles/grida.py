@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError
 
 from runtime.errors import DaemonProtocolError
-from runtime.policy import Level, Policy, is_secret
+from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 from runtime.tools.search.grep import GrepReply
@@ -209,12 +209,8 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
     root = fs_root(ctx)
     # The agent's prefix, as a prefix of container paths ("/notes/" -> "<root>/notes/").
     prefix = None if args.path_prefix is None else root.rstrip("/") + "/" + args.path_prefix.lstrip("/")
-    policy = ctx.permissions.policy if ctx.permissions else Policy()
     # Every known file, less those a read would be refused (secrets): a search must not show them.
-    files = [
-        f for f in await known_files(ctx)
-        if (prefix is None or f.startswith(prefix)) and not is_secret(f, policy.secret_patterns, policy.secret_exceptions)
-    ]
+    files = [f for f in await known_files(ctx) if (prefix is None or f.startswith(prefix)) and not ctx.is_secret(f)]
     matches: list[dict[str, Any]] = []
     if files:
         op_args = {

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 from runtime.client.models import StatResult
 from runtime.client.primitives import SandboxClient
 from runtime.config import SessionConfig
-from runtime.policy import GrantStore, PolicyEngine
+from runtime.policy import GrantStore, Policy, PolicyEngine
+from runtime.policy.paths import is_secret
 
 T = TypeVar("T")
 
@@ -89,6 +90,12 @@ class ToolContext:
         """The path's stat: the dispatcher's probe of it where there is one, else the daemon's."""
         probe = self.probe(path)
         return probe.stat if probe is not None else await self.client.stat(path)
+
+    def is_secret(self, path: str) -> bool:
+        """Whether the session's policy counts this container path as a secret's: a search
+        must not show what a read of it would refuse."""
+        policy = self.permissions.policy if self.permissions else Policy()
+        return is_secret(path, policy.secret_patterns, policy.secret_exceptions) is not None
 
     def tool_state(self, key: str, factory: Callable[[], T]) -> T:
         """The session's state for ``key``, made by ``factory`` on first use."""

@@ -216,11 +216,11 @@ def test_grep_and_find_as_agent_beneath_roots(box: Client) -> None:
     as_root(box, "echo 'needle' > /root-needle && chmod 600 /root-needle && ln -sfn /root-needle /workspace/g/rootfile")
     agent = {"as_user": "agent", "roots": ["/workspace"]}
     found, _ = box.call("grep", root="/workspace/g", pattern="needle|root", mode="files", **agent)
-    assert [f["path"] for f in found["files"]] == ["a.txt"] and found["engine"] == "rg"
+    assert found["paths"] == ["a.txt"] and found["engine"] == "rg"
     blob = b"a.txt\0leak\0rootfile"
     for creds in (agent, {"roots": ["/workspace"]}, {"as_user": "agent"}):
         found, _ = box.call("grep", blob, root="/workspace/g", pattern="needle|root", mode="files", paths_in_blob=True, **creds)
-        assert [f["path"] for f in found["files"]] == ["a.txt"], (creds, found)
+        assert found["paths"] == ["a.txt"], (creds, found)
     listed, _ = box.call("find", root="/workspace/g", regex=".*", **agent)
     assert {f[0] for f in listed["files"]} >= {"a.txt"}
     assert box.error("grep", root="/etc", pattern="root", **agent).code == "permission_denied"

@@ -62,3 +62,33 @@ async def test_a_hard_link_to_a_secret_is_not_an_ordinary_file(rt: Runtime) -> N
     assert TOKEN not in linked.text and linked.decision == "denied"
     assert searched.ok and TOKEN not in searched.text
     assert plain.ok and "ordinary" in plain.text
+
+
+# Every profile's content search, as an agent would aim it at the secret files: by the token,
+# by a word the secrets share, and with each tool's widest options.
+PROFILE_SEARCHES = {
+    "caisson": [("grep", {"pattern": "KEY", "include_hidden": True, "no_ignore": True, "output_mode": "content"}),
+                ("grep", {"pattern": "KEY", "include_hidden": True, "output_mode": "count"})],
+    "aar": [("grep", {"regex": TOKEN}), ("grep", {"regex": "key", "include_pattern": "**/*"})],
+    "agent-air": [("grep", {"pattern": "KEY", "output_mode": "content"}), ("grep", {"pattern": TOKEN})],
+    "agentloop": [("code-search", {"pattern": "KEY"}), ("code-search", {"pattern": TOKEN, "fileGlob": "**/*"})],
+    "amp": [("Grep", {"pattern": "KEY"}), ("Grep", {"pattern": TOKEN, "literal": True})],
+    "grida": [("grep_files", {"pattern": "KEY"}), ("grep_files", {"pattern": TOKEN})],
+}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_SEARCHES))
+async def test_no_profile_search_shows_a_secret(rt: Runtime, profile: str) -> None:
+    """Each profile's search leaves out the secret files and a hard link to one, and still
+    finds the ordinary file (the searches ran)."""
+    async with rt.session(profile=profile, approval_handler=deny) as s:
+        for name in FILES:
+            await s.write_file(f"/workspace/{name}", f"KEY={TOKEN}\n")
+        await s.exec(f"ln /workspace/.env /workspace/linked-{TOKEN}.txt", user=s.config.agent_user)
+        await s.write_file("/workspace/notes.txt", "KEY=visible\n")
+        results = [(tool, args, await s.call(tool, args)) for tool, args in PROFILE_SEARCHES[profile]]
+    leaked = [(tool, args) for tool, args, r in results if TOKEN in r.text]
+    print(f"{profile}: {len(results)} searches for {len(FILES)} secret files and a hard link, {len(leaked)} leaked")
+    assert leaked == []
+    assert all(r.ok for _, _, r in results), [r.text for _, _, r in results]
+    assert any("notes.txt" in r.text or "visible" in r.text for _, _, r in results)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from runtime.errors import DaemonProtocolError
-from runtime.policy import Level, Policy, is_secret
+from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
 from runtime.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
 from runtime.tools.text import GitGlob, op_errors
@@ -253,7 +253,11 @@ class GrepFile(BaseModel):
 
 class GrepReply(BaseModel):
     engine: Literal["rg", "python"]
-    files: list[GrepFile]
+    files: list[GrepFile] = []  # content mode
+    paths: list[str] = []  # files and count modes, sorted
+    counts: list[int] = []  # count mode: the matches in each of paths
+    # Those of paths with more than one name: another may be a secret's.
+    linked: list[str] = []
     truncated: bool
     timed_out: bool
 
@@ -310,13 +314,14 @@ async def run_search(
         raise DaemonProtocolError(message) from None
     # The policy checked the search root; every file the search read is checked here, so a
     # recursive search (or include_hidden) never shows what a read of that file would not.
-    policy = ctx.permissions.policy if ctx.permissions else Policy()
     prefix = root.rstrip("/") + "/"  # the daemon's paths are relative to the root
-    kept = [
-        f for f in reply.files
-        if f.nlink <= 1 and not is_secret(prefix + f.path, policy.secret_patterns, policy.secret_exceptions)
-    ]
-    return root, reply.model_copy(update={"files": kept})
+    if mode == "content":
+        files = [f for f in reply.files if f.nlink <= 1 and not ctx.is_secret(prefix + f.path)]
+        return root, reply.model_copy(update={"files": files})
+    linked = set(reply.linked)
+    keep = [i for i, path in enumerate(reply.paths) if path not in linked and not ctx.is_secret(prefix + path)]
+    update = {"paths": [reply.paths[i] for i in keep], "counts": [reply.counts[i] for i in keep if mode == "count"]}
+    return root, reply.model_copy(update=update)
 
 
 async def _python_file_list(
@@ -378,19 +383,19 @@ async def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
         "timed_out": reply.timed_out,
     }
     if args.output_mode == "files_with_matches":
-        lines = [prefix + f.path for f in reply.files]
+        lines = [prefix + path for path in reply.paths]
         data["files"] = lines
         unit = "files"
     elif args.output_mode == "count":
-        lines = [f"{prefix}{f.path}:{f.count}" for f in reply.files]
-        data["counts"] = [{"path": prefix + f.path, "count": f.count} for f in reply.files]
+        lines = [f"{prefix}{path}:{count}" for path, count in zip(reply.paths, reply.counts, strict=True)]
+        data["counts"] = [{"path": prefix + path, "count": count} for path, count in zip(reply.paths, reply.counts, strict=True)]
         unit = "files"
     else:
         with_context = bool(args.context or args.context_before or args.context_after)
         lines = _format_content(prefix, reply, args.line_numbers, with_context)
         data["matches"] = matches
         unit = "matches"
-    shown = len(matches) if args.output_mode == "content" else len(reply.files)
+    shown = len(matches) if args.output_mode == "content" else len(reply.paths)
     data["shown"] = shown
     text = "\n".join(lines) if lines else "No matches found"
     notes = []
