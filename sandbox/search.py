@@ -37,7 +37,7 @@ import re
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
 from . import cancel
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
@@ -76,6 +76,53 @@ _BEGIN = b'{"type":"begin","data":{"path":{"text":"'
 Hit = Tuple[int, int, int, List[str]]
 
 
+_T = TypeVar("_T")
+
+# An exclusion of one hidden name ("!.git"): ripgrep would match every path it walks against
+# it, yet meets such an entry only where an ignore file's "!" rule re-includes it.
+_HIDDEN_NAME = re.compile(r"!(\.[^/*?\[\]{}\\!]+)")
+
+
+class _Walk:
+    """Which files ripgrep's walk takes: ``hidden``, ``no_ignore``, ``globs``, ``type_globs``."""
+
+    def __init__(self, args: Dict[str, Any]) -> None:
+        self.hidden = get(args, "hidden", bool, False)
+        self.type_globs = _strings(args, "type_globs")
+        globs = _strings(args, "globs")
+        self.argv = (["--hidden"] if self.hidden else []) + (["--no-ignore"] if get(args, "no_ignore", bool, False) else [])
+        # Names dropped from the results here rather than by ripgrep (see _HIDDEN_NAME): only
+        # while no glob and no option lets hidden entries in.
+        self.pruned: List[str] = []
+        lets_in = self.hidden or any(not glob.startswith("!") for glob in globs)
+        for glob in globs:
+            hidden_name = None if lets_in else _HIDDEN_NAME.fullmatch(glob)
+            if hidden_name:
+                self.pruned.append(hidden_name.group(1))
+            else:
+                self.argv += ["-g", glob]
+        if self.type_globs:
+            for glob in self.type_globs:
+                self.argv += ["--type-add", "caisson:" + glob]
+            self.argv += ["-t", "caisson"]
+
+    def kept(self, paths: List[str]) -> List[str]:
+        """``paths`` less those at or below an entry with a pruned name."""
+        for name in self.pruned:
+            paths = [p for p in paths if name not in p or name not in p.split("/")]
+        return paths
+
+    def selected(self, found: Dict[str, _T]) -> Dict[str, _T]:
+        """The results of ripgrep's search these rules keep."""
+        if not self.pruned and not self.type_globs:
+            return found
+        paths = self.kept(list(found))
+        if self.type_globs:
+            # A --glob match overrides ripgrep's type filter: apply the type to every result.
+            paths = [p for p in paths if _is_type(p, self.type_globs)]
+        return {p: found[p] for p in paths}
+
+
 class _Query:
     def __init__(self, args: Dict[str, Any]) -> None:
         self.root = abspath(args, "root").rstrip("/") or "/"
@@ -90,10 +137,7 @@ class _Query:
         self.fixed = get(args, "fixed_strings", bool, False)
         self.ignore_case = get(args, "ignore_case", bool, False)
         self.multiline = get(args, "multiline", bool, False)
-        self.globs = _strings(args, "globs")
-        self.type_globs = _strings(args, "type_globs")
-        self.hidden = get(args, "hidden", bool, False)
-        self.no_ignore = get(args, "no_ignore", bool, False)
+        self.walk = _Walk(args)
         self.max_total = max(1, get_nonneg(args, "max_total", 1000))
         per_file = get_nonneg(args, "max_per_file", None)
         self.per_file = min(per_file or self.max_total, self.max_total)
@@ -185,16 +229,7 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
         argv.append("-F")
     # Line mode: "$" matches before "\r\n" too. Multiline: "\r" is an ordinary character.
     argv += ["-U", "--multiline-dotall"] if q.multiline else ["--crlf"]
-    if q.hidden:
-        argv.append("--hidden")
-    if q.no_ignore:
-        argv.append("--no-ignore")
-    for glob in q.globs:
-        argv += ["-g", glob]
-    if q.type_globs:
-        for glob in q.type_globs:
-            argv += ["--type-add", "caisson:" + glob]
-        argv += ["-t", "caisson"]
+    argv += q.walk.argv
     if q.mode == "content" and q.multiline:
         argv.append("--json")  # it tells which lines form one match
     elif q.mode == "content":
@@ -601,10 +636,8 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
                 found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
             else:
                 counts, timed_out, cut = _rg_counts(q, rg or "rg", paths)
-            if engine == "rg" and q.type_globs:
-                # A --glob match overrides ripgrep's type filter: apply the type to every result.
-                found = {p: h for p, h in found.items() if _is_type(p, q.type_globs)}
-                counts = {p: n for p, n in counts.items() if _is_type(p, q.type_globs)}
+            if engine == "rg":
+                found, counts = q.walk.selected(found), q.walk.selected(counts)
             reply, truncated = _content(q, found) if q.mode == "content" else _listing(q, counts)
         finally:
             os.close(q.root_fd)
@@ -632,26 +665,15 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
     rg = shutil.which("rg")
     if rg is None:
         raise DaemonError("bad_request", "ripgrep is not installed in this image; list files with walk")
-    argv = [rg] + _RG_BASE + ["--files", "--null"]
-    hidden = get(args, "hidden", bool, False)
-    if hidden:
-        argv.append("--hidden")
-    if get(args, "no_ignore", bool, False):
-        argv.append("--no-ignore")
-    for glob in _strings(args, "globs"):
-        argv += ["-g", glob]
-    type_globs = _strings(args, "type_globs")
-    if type_globs:
-        for glob in type_globs:
-            argv += ["--type-add", "caisson:" + glob]
-        argv += ["-t", "caisson"]
+    walk = _Walk(args)
+    argv = [rg] + _RG_BASE + ["--files", "--null"] + walk.argv
     with fs_access(args) as res:
         root_fd = _open_root(res, root)
         try:
             out, timed_out, _ = _spawn(argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0")
             # Thousands of names: each step is one pass in C where it can be.
-            names = [_relative(p) for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-            if type_globs and not hidden:
+            names = walk.kept([_relative(p) for p in out.decode("utf-8", "surrogateescape").split("\0") if p])
+            if walk.type_globs and not walk.hidden:
                 names = [p for p in names if not p.rpartition("/")[2].startswith(".")]
             match = regex.fullmatch
             found = _mtimes([p for p in names if match(p)], root_fd)

@@ -297,6 +297,26 @@ async def test_glob_gives_identical_results_with_and_without_ripgrep(
         )
 
 
+async def test_git_directories_stay_out_even_when_an_ignore_file_lets_them_in(shared_session: Session) -> None:
+    """ripgrep meets a hidden .git only where an ignore file re-includes it; the daemon then
+    drops it from the results itself, so both engines still leave every .git out."""
+    root = f"/workspace/g-{uuid.uuid4().hex[:8]}"
+    files = {".gitignore": "!.git\n!.git/\n!.*\n", ".git/config": "needle in git\n", "sub/.git": "needle gitfile\n",
+             "sub/deep/.git/HEAD": "needle deep\n", "a.git.txt": "needle kept\n", ".gitx/y.txt": "needle dotdir\n"}
+    for rel, content in files.items():
+        await shared_session.write_file(f"{root}/{rel}", content)
+    for hidden in (False, True):
+        for mode in ("files_with_matches", "content", "count"):
+            args = GrepInput(pattern="needle", path=root, output_mode=mode, include_hidden=hidden)
+            replies = [(await run_search(shared_session.tool_context(), args, engine))[1] for engine in ("rg", "python")]
+            rg, py = ([f.path for f in r.files] or r.paths for r in replies)
+            assert rg == py == [".gitx/y.txt", "a.git.txt"], (hidden, mode, rg, py)
+        glob = GlobInput(pattern="**", include_hidden=hidden, limit=100)
+        listed = [await find_files(shared_session.tool_context(), root, "**", glob, engine) for engine in ("rg", "python")]
+        assert listed[0] == listed[1]
+        assert not [p for p, _ in listed[0][1] if ".git" in p.split("/")], listed[0]
+
+
 async def test_image_without_ripgrep_uses_the_python_engine(
     rt: Runtime, generated: str, shared_session: Session
 ) -> None:
