@@ -296,9 +296,12 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
         argv.append("--cached")
     if args.ref:
         argv += ["--end-of-options", args.ref]
-    if args.path:
-        argv += ["--", args.path]
-    res = await run_git(ctx, repo, *argv, stdout_max=DIFF_MAX)
+    pathspecs = [args.path] if args.path else []
+    secrets = await _secret_files(ctx, repo, argv, pathspecs)
+    if secrets:
+        # A diff shows contents: the files a read would refuse stay out of it.
+        pathspecs = (pathspecs or [":(top)"]) + [":(top,exclude,literal)" + name for name in secrets]
+    res = await run_git(ctx, repo, *argv, "--", *pathspecs, stdout_max=DIFF_MAX)
     if res.exit_code != 0:
         raise git_error(res, repo)
     data = {"diff": res.stdout, "truncated": res.stdout_truncated}
@@ -306,6 +309,17 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
         return ToolResult.success("No changes.", data)
     note = "\n[Diff truncated due to size limit]" if res.stdout_truncated else ""
     return ToolResult.success(res.stdout + note, data, truncated=res.stdout_truncated)
+
+
+async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str]) -> list[str]:
+    """The files ``diff`` would show that the policy counts as secrets (paths from the top of
+    the repository; renames listed as a removal and an addition, so both names count)."""
+    names = (await git_ok(ctx, repo, diff[0], "--name-only", "--no-renames", "-z", *diff[1:], "--", *pathspecs)).split("\0")
+    names = [name for name in names if name]
+    if not names:
+        return []
+    top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
+    return [name for name in names if ctx.is_secret(posixpath.join(top, name))]
 
 
 class GitCommitInput(RepoInput):

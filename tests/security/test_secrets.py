@@ -92,3 +92,33 @@ async def test_no_profile_search_shows_a_secret(rt: Runtime, profile: str) -> No
     assert leaked == []
     assert all(r.ok for _, _, r in results), [r.text for _, _, r in results]
     assert any("notes.txt" in r.text or "visible" in r.text for _, _, r in results)
+
+
+async def test_git_diffs_leave_secret_files_out(rt: Runtime) -> None:
+    """A diff shows contents: every way to aim git_diff at a tracked secret (unstaged, staged,
+    against a commit, by its path, from a subdirectory) shows the other files' changes only."""
+    async with rt.session(approval_handler=deny) as s:
+        setup = (
+            "cd /workspace && git init -q && git config user.email a@b && git config user.name a && "
+            "mkdir -p sub/deep && echo 'KEY=old' > .env && echo 'KEY=old' > sub/deep/id_rsa && echo one > notes.txt && "
+            "git add -A && git commit -qm first && "
+            f"echo 'KEY={TOKEN}' > .env && echo 'KEY={TOKEN}' > sub/deep/id_rsa && echo two > notes.txt && "
+            f"echo 'KEY={TOKEN}' > staged.pem && git add staged.pem sub/deep/id_rsa"
+        )
+        assert (await s.exec(setup, user=s.config.agent_user, timeout=30)).exit_code == 0
+        attempts = [
+            {"cwd": "/workspace"},
+            {"cwd": "/workspace", "staged": True},
+            {"cwd": "/workspace", "ref": "HEAD"},
+            {"cwd": "/workspace", "path": ".env"},
+            {"cwd": "/workspace", "path": "*"},
+            {"cwd": "/workspace/sub", "ref": "HEAD"},
+            {"cwd": "/workspace/sub/deep", "path": "id_rsa", "staged": True},
+        ]
+        results = [await s.call("git_diff", args) for args in attempts]
+    leaked = [args for args, r in zip(attempts, results, strict=True) if TOKEN in r.text]
+    print(f"{len(attempts)} git diffs aimed at 3 changed secret files, {len(leaked)} leaked: {leaked}")
+    assert leaked == []
+    assert all(r.ok for r in results), [r.text for r in results]
+    # The diffs still work for the ordinary file.
+    assert "+two" in results[0].text and "+two" in results[2].text and "+two" in results[5].text
