@@ -279,6 +279,7 @@ class Dispatcher:
                 "command": canonical.command(canonical_args),
                 "cwd": self.client.cwd,
                 "access": canonical.access,
+                "reads": canonical.reads,
                 "kernel_confines": bool(self.client.info and self.client.info.landlock),
             }
         )

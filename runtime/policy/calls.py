@@ -68,6 +68,8 @@ class CallRequest(BaseModel):
     domain: str | None = None
     query: bool = False
     access: Access = "read"
+    # A write that reads its paths' contents first (an edit): secrets and hard links count as for a read.
+    reads: bool = False
     # Whether the kernel will confine the command to the level decided (Landlock). Without
     # it, the classifier's guess would be the only wall, so every command counts as dangerous.
     kernel_confines: bool = True

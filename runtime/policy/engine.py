@@ -122,7 +122,7 @@ class PolicyEngine:
                     destructive=call.bash.destructive,
                 )
 
-        if req.access == "read" and level < Level.DANGEROUS:
+        if (req.access == "read" or req.reads) and level < Level.DANGEROUS:
             linked = [path for path in req.paths if path.links > 1]
             if linked:
                 level = Level.DANGEROUS
@@ -238,7 +238,7 @@ class PolicyEngine:
                 requested.startswith("/") and not is_within(requested, p.workspace_roots)
             )
             secret = None
-            if req.access == "read":
+            if req.access == "read" or req.reads:
                 secret = is_secret(resolved, p.secret_patterns, p.secret_exceptions) or is_secret(
                     requested, p.secret_patterns, p.secret_exceptions
                 )

@@ -93,6 +93,9 @@ class Tool:
     # regular file's only name) and raises NotPlain otherwise: the policy may decide on them as
     # given, without resolving them first (ToolContext.plain).
     plain: bool = False
+    # A writing tool that reads its paths' contents first (an edit matches text in them): the
+    # policy keeps it from secret files as it keeps a read.
+    reads: bool = False
 
 
 REGISTRY: dict[str, Tool] = {}
@@ -112,6 +115,7 @@ def tool(
     url: Callable[[Any], str | None] | None = None,
     prefetch: int = 0,
     plain: bool = False,
+    reads: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register ``handler`` as the canonical tool ``name``."""
 
@@ -132,6 +136,7 @@ def tool(
             url=url or (lambda args: None),
             prefetch=prefetch,
             plain=plain,
+            reads=reads,
         )
         return handler
 

@@ -122,3 +122,26 @@ async def test_git_diffs_leave_secret_files_out(rt: Runtime) -> None:
     assert all(r.ok for r in results), [r.text for r in results]
     # The diffs still work for the ordinary file.
     assert "+two" in results[0].text and "+two" in results[2].text and "+two" in results[5].text
+
+
+async def test_edits_are_no_oracle_for_a_secret(rt: Runtime) -> None:
+    """An edit reads the file to match its text: were it allowed, "found" against "not found"
+    (and any diff shown) would spell the secret out guess by guess. Right and wrong guesses,
+    through each editing tool and through a hard link, are refused alike, and the file stays."""
+    async with rt.session(approval_handler=deny) as s:
+        await s.write_file("/workspace/.env", f"KEY={TOKEN}\n")
+        await s.exec("ln /workspace/.env /workspace/linked.txt", user=s.config.agent_user)
+        attempts = []
+        for target in ("/workspace/.env", "/workspace/linked.txt"):
+            for guess in (f"KEY={TOKEN[:6]}", "KEY=wrong"):
+                attempts += [
+                    ("edit_file", {"path": target, "old_string": guess, "new_string": "X"}),
+                    ("multi_edit", {"path": target, "edits": [{"old_string": guess, "new_string": "X"}], "dry_run": True}),
+                    ("apply_patch", {"path": target, "patch": f"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{guess}\n+X\n"}),
+                ]
+        results = [await s.call(tool, args) for tool, args in attempts]
+        content = (await s.exec(["cat", "/workspace/.env"], user="root")).stdout
+    answered = [(tool, args) for (tool, args), r in zip(attempts, results, strict=True) if r.decision != "denied"]
+    print(f"{len(attempts)} edits guessing at a secret, {len(answered)} not refused: {answered}")
+    assert answered == []
+    assert content == f"KEY={TOKEN}\n"

@@ -238,6 +238,7 @@ def replace_lines(text: str, start: int, end: int, new: str) -> str:
     EditFileInput,
     level=Level.CAUTIOUS,
     access="write",
+    reads=True,
     snippet="Replace text in a file (exact, whitespace-insensitive or fuzzy match) or replace a line range",
     paths=lambda a: [a.path],
 )
@@ -347,6 +348,7 @@ def plan_edits(text: str, args: MultiEditInput) -> list[_Planned]:
     MultiEditInput,
     level=Level.CAUTIOUS,
     access="write",
+    reads=True,
     snippet="Apply up to 50 find-and-replace edits to one file atomically (all or none), optionally as a dry run",
     paths=lambda a: [a.path],
 )

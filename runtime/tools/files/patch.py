@@ -237,6 +237,7 @@ def patched_paths(args: ApplyPatchInput) -> list[str]:
     ApplyPatchInput,
     level=Level.CAUTIOUS,
     access="write",
+    reads=True,
     snippet="Apply a unified diff; a hunk that does not apply fails the whole patch and nothing changes",
     paths=patched_paths,
 )
