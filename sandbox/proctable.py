@@ -96,6 +96,10 @@ class ProcessTable:
                 else:
                     proc.timer = timer
 
+    def replenish(self) -> None:
+        with self.spawn_lock, contextlib.suppress(OSError):  # a dead spawner is restarted by the next spawn
+            self.spawner.replenish()
+
     # -- reaping
 
     def _reap(self) -> None:
@@ -207,6 +211,12 @@ def table() -> ProcessTable:
 def start() -> None:
     """Start the reaper and I/O threads now (orphans are reaped from the first moment)."""
     table()
+
+
+def replenish() -> None:
+    """Make clones ahead again: called once a reply is on its way, while the host reads it."""
+    if _table is not None:
+        _table.replenish()
 
 
 def shutdown() -> int:

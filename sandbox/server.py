@@ -250,6 +250,7 @@ class Server:
         if not header.get("ok"):
             out = b""
         self.reply(header, out)
+        proctable.replenish()
 
     def serve(self) -> int:
         """Read frames until EOF (0) or a malformed frame (2)."""

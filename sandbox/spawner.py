@@ -38,6 +38,11 @@ _LEN = struct.Struct("<I")
 _MADE = struct.Struct("<ii")  # a clone's pid, errno
 _FAILURE = struct.Struct("<Bi")  # stage, errno: what a clone writes before exiting
 MAX_FDS = 5
+# Clones kept made ahead, once the session runs commands, by making them after each reply.
+# Making one (a fork, then the clone's own set-up) takes a core for about half a millisecond:
+# made while the host reads a reply, it does not compete with the next command, which takes
+# the older clone. An idle session keeps one.
+AHEAD = 2
 
 # Marker groups: far above any group an image defines.
 MARKER_BASE = 3_000_000_000
@@ -107,7 +112,9 @@ class Spawner:
                 os._exit(0)
         theirs.close()
         self._sock = ours
-        ours.send(b"n")  # the first clone, made while the daemon starts
+        self._requested = 0  # clones asked for and not yet taken
+        self._used = False
+        self.refill(1)  # the first clone, made while the daemon starts
 
     def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> Tuple[int, Optional[int]]:
         """Start ``spec`` with these descriptors; its pid, and the marker group its processes
@@ -137,21 +144,37 @@ class Spawner:
             return pid, marker
         raise AssertionError("unreachable")
 
+    def replenish(self) -> None:
+        """After a reply: AHEAD clones made or on their way once a command has run, else one.
+        The caller holds the spawn lock."""
+        self.refill(AHEAD if self._used else 1)
+
+    def refill(self, ahead: int) -> None:
+        """Ask the spawner for clones until ``ahead`` are made or on their way. The caller
+        holds the spawn lock."""
+        while self._sock is not None and self._requested < ahead:
+            self._sock.send(b"n")
+            self._requested += 1
+
     def _take(self) -> Tuple[int, socket.socket]:
-        """The clone made ahead, and ask for the next one; restarts a spawner that died."""
+        """The oldest clone made ahead; asks for the next one at once only if none is left
+        (see AHEAD). Restarts a spawner that died."""
         for attempt in (0, 1):
             sock = self._sock
             if sock is None:
                 return _fork_clone()
             fds: List[int] = []
             try:
+                self.refill(1)
                 data, ancillary, _flags, _addr = sock.recvmsg(
                     _MADE.size, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
                 )
                 fds = _fds_of(ancillary)
                 if len(data) < _MADE.size:
                     raise EOFError("the spawner is gone")
-                sock.send(b"n")
+                self._requested -= 1
+                self._used = True
+                self.refill(1)
             except (OSError, EOFError):
                 for fd in fds:
                     os.close(fd)

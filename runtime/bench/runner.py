@@ -14,7 +14,7 @@ from runtime.bench.harness import bench_harness
 from runtime.bench.hosted import bench_hosted
 from runtime.bench.pool import bench_pool
 from runtime.bench.shell import bench_bash
-from runtime.bench.stats import burst, measure, measure_sync, summarize
+from runtime.bench.stats import PAUSE, burst, measure, measure_sync, summarize
 from runtime.runtime import Runtime
 from runtime.session import Session
 
@@ -23,6 +23,7 @@ async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
     result: dict[str, Any] = {}
     result["noop_roundtrip"] = await measure(s.ping, iterations)
     result["exec_true"] = await measure(lambda: s.exec(["true"], timeout=10), iterations)
+    result["exec_true_after_pause"] = await measure(lambda: s.exec(["true"], timeout=10), iterations, pause=PAUSE)
     await s.write_file("/workspace/bench-1mb.bin", bytes(range(256)) * 4096)
     result["read_1mb"] = await measure(lambda: s.read_file("/workspace/bench-1mb.bin"), max(20, iterations // 4))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.bench.stats import measure
+from runtime.bench.stats import PAUSE, measure
 from runtime.session import Session
 
 
@@ -19,4 +19,4 @@ async def bench_bash(session: Session, iterations: int) -> dict[str, Any]:
         if not result.ok:
             raise RuntimeError(f"bash true failed: {result.text}")
 
-    return {"mode": "persistent", **await measure(once, iterations)}
+    return {"mode": "persistent", **await measure(once, iterations), "after_pause": await measure(once, iterations, pause=PAUSE)}
