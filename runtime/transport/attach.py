@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from runtime.errors import DockerUnavailable
 from runtime.logs import get_logger
@@ -28,8 +29,13 @@ STDERR_TAIL = 8 * 1024
 class AttachStream:
     """Write to the container's stdin; read its stdout. Its stderr is kept as a short tail."""
 
-    def __init__(self, stream: anyio.abc.ByteStream, initial: bytes) -> None:
+    def __init__(self, stream: anyio.abc.SocketStream, initial: bytes) -> None:
         self._stream = stream
+        # Read from the socket itself: anyio's receive waits on the socket object, and
+        # asyncio's selector formats the object's repr into a KeyError (two getsockname-like
+        # calls) each time it registers it; waiting on the descriptor number costs nothing.
+        self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        self._fd = self._sock.fileno()
         self._raw = bytearray(initial)
         self._send_lock = anyio.Lock()
         self._stderr: deque[bytes] = deque()
@@ -49,10 +55,20 @@ class AttachStream:
     async def _fill(self, n: int) -> bool:
         while len(self._raw) < n:
             try:
-                chunk = await self._stream.receive(65536)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                chunk = self._sock.recv(65536)
+            except BlockingIOError:
+                try:
+                    await anyio.wait_readable(self._fd)
+                except (anyio.ClosedResourceError, OSError):
+                    return False
+                continue
+            except OSError:
+                return False
+            if not chunk:
                 return False
             self._raw += chunk
+            if len(self._raw) < n:
+                await anyio.lowlevel.checkpoint()  # a long frame (or a flood) lets other tasks run
         return True
 
     async def receive_stdout(self) -> bytes:
@@ -68,16 +84,18 @@ class AttachStream:
             if kind == STDOUT:
                 return chunk
             self._keep_stderr(chunk)
+            await anyio.lowlevel.checkpoint()
 
     async def send(self, data: bytes) -> None:
         async with self._send_lock:
             await self._stream.send(data)
 
     async def aclose(self) -> None:
+        anyio.notify_closing(self._fd)
         await self._stream.aclose()
 
 
-async def _connect(docker_host: str) -> anyio.abc.ByteStream:
+async def _connect(docker_host: str) -> anyio.abc.SocketStream:
     url = urlparse(docker_host)
     try:
         if url.scheme in ("unix", "http+unix", ""):
