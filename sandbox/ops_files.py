@@ -12,12 +12,12 @@ import os
 import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .errors import DaemonError, Reply, get, get_nonneg
+from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
 from .fsaccess import fs_access
 from .fscommon import CHUNK, abspath, file_type, owner_ids, sha256_fd
 from .fscreds import current
 from .limits import MAX_BLOB, MAX_LISTING
-from .pathres import O_PATH, Resolver, fd_path
+from .pathres import O_PATH, Outside, Resolver, fd_path
 from .syscalls import RENAME_NOREPLACE, renameat2
 
 # An ignore file larger than this is not a real ignore file; do not ship it.
@@ -145,9 +145,10 @@ def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
     limit = MAX_BLOB if max_bytes is None else min(max_bytes, MAX_BLOB)
     # The caller's cap on the whole file (not this range): a larger file is refused unread.
     max_size = get_nonneg(args, "max_size", None)
+    plain = get(args, "plain", bool, False)
     with fs_access(args) as res:
         # O_NONBLOCK so that opening a FIFO cannot hang the worker.
-        fd = res.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = _open_plain(res, path) if plain else res.open(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             if max_size is not None:
                 size = os.fstat(fd).st_size
@@ -158,6 +159,32 @@ def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
             return _read_fd(fd, path, offset, length, limit, want_hash)
         finally:
             os.close(fd)
+
+
+def _open_plain(res: Resolver, path: str) -> int:
+    """``path`` opened for reading only if it is the real one: no symbolic link on the way
+    (the kernel's name of the file opened is the path asked for), a regular file, its only
+    name. Checked on the descriptor, so a swap after the check reads nothing else."""
+    try:
+        fd = res.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except Outside:  # only a link leads out of roots the path lies beneath
+        raise NotPlain(path, "is reached through a symbolic link") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotPlain(path, "is a symbolic link") from None
+        raise
+    st = os.fstat(fd)
+    why = ""
+    if fd_path(fd) != path.rstrip("/"):
+        why = "is reached through a symbolic link"
+    elif not stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_nlink > 1:
+        why = "has %d names (hard links)" % st.st_nlink
+    if why:
+        os.close(fd)
+        raise NotPlain(path, why)
+    return fd
 
 
 def _read_fd(fd: int, path: str, offset: int, length: int, limit: int, want_hash: bool) -> Reply:

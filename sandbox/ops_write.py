@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from .errors import DaemonError, Reply, get, get_nonneg
+from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
 from .fsaccess import fs_access
 from .fscommon import abspath, owner_ids, sha256_fd
 from .fscreds import current
@@ -61,11 +61,6 @@ class _PathLocks:
 
 
 _path_locks = _PathLocks()
-
-
-class NotPlain(DaemonError):
-    def __init__(self, path: str, why: str) -> None:
-        super().__init__("not_plain", "%s %s" % (path, why))
 
 
 def _resolve_target(

@@ -248,15 +248,26 @@ class SandboxClient:
         return self._model(StatResult, "stat", result)
 
     async def read_range(
-        self, path: str, offset: int = 0, length: int = -1, *, hash: bool = False, max_size: int | None = None
+        self,
+        path: str,
+        offset: int = 0,
+        length: int = -1,
+        *,
+        hash: bool = False,
+        max_size: int | None = None,
+        plain: bool = False,
     ) -> ReadResult:
         """One byte range of a file (at most one chunk), with the file's size and optional sha256.
-        ``max_size``: refuse (``output_limit``) a file larger than that, unread."""
+        ``max_size``: refuse (``output_limit``) a file larger than that, unread. ``plain``:
+        refuse (``not_plain``) a path reached through a symbolic link, or a file with other
+        names (for files a tool reads without the policy's look at their path)."""
         if length < 0 or length > CHUNK:
             length = CHUNK
         args: dict[str, Any] = {"path": self.resolve(path), "offset": offset, "length": length, "hash": hash}
         if max_size is not None:
             args["max_size"] = max_size
+        if plain:
+            args["plain"] = True
         result, blob = await self.op("read", args)
         if len(blob) > length:
             raise DaemonProtocolError(f"daemon of session {self.id} returned more bytes than asked")

@@ -174,7 +174,9 @@ async def list_skills(ctx: ToolContext, args: ListSkillsInput) -> ToolResult:
 
     async def load(path: str) -> None:
         try:
-            text = (await ctx.client.read_range(path, 0, 64 * 1024)).data.decode("utf-8", "replace")
+            # Found by a walk, not shown to the policy: read only as a plain file (not through
+            # a link, nor as another name of a file) that could be a secret's.
+            text = (await ctx.client.read_range(path, 0, 64 * 1024, plain=True)).data.decode("utf-8", "replace")
         except OpError:
             return
         meta = parse_front_matter(text)

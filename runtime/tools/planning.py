@@ -244,12 +244,16 @@ class PlanStore:
     async def read(self, plan_id: str) -> tuple[Plan, str, str]:
         """The plan, the file's text and its sha256."""
         try:
-            got = await self.ctx.client.read_range(self.path(plan_id), hash=True)
+            # The policy never looks at plan paths: a plan is read only as a plain file, never
+            # through a link (or as another name of a file) that could be a secret's.
+            got = await self.ctx.client.read_range(self.path(plan_id), hash=True, plain=True)
         except OpError as exc:
             if exc.code == "not_found":
                 raise ToolError(
                     "plan_not_found", f"Plan {plan_id} not found. Use list_plans to see the available plan IDs."
                 ) from None
+            if exc.code == "not_plain":
+                raise ToolError("not_plain", f"Plan {plan_id} is not a plain file ({exc.message}); it is left alone") from None
             raise
         text = got.data.decode("utf-8", "replace")
         return parse_plan(text, plan_id), text, got.sha256 or ""
@@ -258,13 +262,19 @@ class PlanStore:
         async with self.lock(self.directory):
             taken = await self.ids()
             number = int(taken[-1].split("-")[1]) + 1 if taken else 1
+            await self.ctx.client.mkdir(self.directory)
             for _ in range(CAS_ATTEMPTS):
                 plan = Plan(f"plan-{number:03d}", title, status, _now(), steps)
                 try:
-                    # "" = the file must not exist: a plan created elsewhere meanwhile is never replaced.
-                    await self.ctx.client.write_file(self.path(plan.id), render_plan(plan), expected_sha256="")
+                    # "" = the file must not exist: a plan created elsewhere meanwhile is never
+                    # replaced. Plain: never written through a link to a path the policy guards.
+                    await self.ctx.client.write_file(
+                        self.path(plan.id), render_plan(plan), expected_sha256="", plain=True
+                    )
                     return plan
                 except OpError as exc:
+                    if exc.code == "not_plain":
+                        raise ToolError("not_plain", f"Cannot create {self.path(plan.id)}: {exc.message}") from None
                     if exc.code not in ("conflict", "exists"):
                         raise
                     number += 1
@@ -278,7 +288,7 @@ class PlanStore:
                 plan, text, sha = await self.read(plan_id)
                 new_text = change(plan, text)
                 try:
-                    await self.ctx.client.write_file(self.path(plan_id), new_text, expected_sha256=sha)
+                    await self.ctx.client.write_file(self.path(plan_id), new_text, expected_sha256=sha, plain=True)
                     return parse_plan(new_text, plan_id)
                 except OpError as exc:
                     if exc.code != "conflict":
@@ -390,7 +400,7 @@ async def list_plans(ctx: ToolContext, args: ListPlansInput) -> ToolResult:
     plans: dict[str, Plan] = {}
 
     async def load(plan_id: str) -> None:
-        with contextlib.suppress(ToolError):  # removed between the listing and the read
+        with contextlib.suppress(ToolError):  # removed between the listing and the read, or not plain
             plans[plan_id] = (await store.read(plan_id))[0]
 
     async with anyio.create_task_group() as tg:
