@@ -390,7 +390,8 @@ def _with_note(result: ToolResult, note: str) -> ToolResult:
 async def _saved_cwd(client: SandboxClient) -> str | None:
     for directory in STATE_DIRS:
         try:
-            text = (await client.read_file(posixpath.join(directory, "cwd"))).decode("utf-8", "replace")
+            # Plain: the agent owns this directory, and a link there could lead to a secret.
+            text = (await client.read_range(posixpath.join(directory, "cwd"), plain=True)).data.decode("utf-8", "replace")
         except OpError:
             continue
         if text.startswith("/"):
