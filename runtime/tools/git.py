@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 from pydantic import Field, model_validator
 
 from runtime.client.models import ExecResult
@@ -312,14 +313,32 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
 
 
 async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str]) -> list[str]:
-    """The files ``diff`` would show that the policy counts as secrets (paths from the top of
-    the repository; renames listed as a removal and an addition, so both names count)."""
+    """The files ``diff`` would show that the policy counts as secrets, or that have other
+    names in the working tree (one may be a secret's, as for a read): paths from the top of
+    the repository; renames listed as a removal and an addition, so both names count."""
     names = (await git_ok(ctx, repo, diff[0], "--name-only", "--no-renames", "-z", *diff[1:], "--", *pathspecs)).split("\0")
     names = [name for name in names if name]
     if not names:
         return []
     top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
-    return [name for name in names if ctx.is_secret(posixpath.join(top, name))]
+    secret = [name for name in names if ctx.is_secret(posixpath.join(top, name))]
+    linked: list[str] = []
+    limiter = anyio.CapacityLimiter(16)
+
+    async def check(name: str) -> None:
+        async with limiter:
+            try:
+                st = await ctx.client.stat(posixpath.join(top, name), follow=False)
+            except OpError:
+                return  # not in the working tree (removed, or out of reach): no other name
+        if st.exists and st.nlink > 1:
+            linked.append(name)
+
+    async with anyio.create_task_group() as tg:
+        for name in names:
+            if name not in secret:
+                tg.start_soon(check, name)
+    return secret + sorted(linked)
 
 
 class GitCommitInput(RepoInput):

@@ -96,14 +96,16 @@ async def test_no_profile_search_shows_a_secret(rt: Runtime, profile: str) -> No
 
 async def test_git_diffs_leave_secret_files_out(rt: Runtime) -> None:
     """A diff shows contents: every way to aim git_diff at a tracked secret (unstaged, staged,
-    against a commit, by its path, from a subdirectory) shows the other files' changes only."""
+    against a commit, by its path, from a subdirectory), or at a hard link to one staged under
+    a harmless name, shows the other files' changes only."""
     async with rt.session(approval_handler=deny) as s:
         setup = (
             "cd /workspace && git init -q && git config user.email a@b && git config user.name a && "
             "mkdir -p sub/deep && echo 'KEY=old' > .env && echo 'KEY=old' > sub/deep/id_rsa && echo one > notes.txt && "
             "git add -A && git commit -qm first && "
             f"echo 'KEY={TOKEN}' > .env && echo 'KEY={TOKEN}' > sub/deep/id_rsa && echo two > notes.txt && "
-            f"echo 'KEY={TOKEN}' > staged.pem && git add staged.pem sub/deep/id_rsa"
+            f"echo 'KEY={TOKEN}' > staged.pem && ln .env notes-link.txt && "
+            "git add staged.pem sub/deep/id_rsa notes-link.txt"
         )
         assert (await s.exec(setup, user=s.config.agent_user, timeout=30)).exit_code == 0
         attempts = [
@@ -114,10 +116,11 @@ async def test_git_diffs_leave_secret_files_out(rt: Runtime) -> None:
             {"cwd": "/workspace", "path": "*"},
             {"cwd": "/workspace/sub", "ref": "HEAD"},
             {"cwd": "/workspace/sub/deep", "path": "id_rsa", "staged": True},
+            {"cwd": "/workspace", "path": "notes-link.txt", "staged": True},
         ]
         results = [await s.call("git_diff", args) for args in attempts]
     leaked = [args for args, r in zip(attempts, results, strict=True) if TOKEN in r.text]
-    print(f"{len(attempts)} git diffs aimed at 3 changed secret files, {len(leaked)} leaked: {leaked}")
+    print(f"{len(attempts)} git diffs aimed at 3 changed secret files and a hard link, {len(leaked)} leaked: {leaked}")
     assert leaked == []
     assert all(r.ok for r in results), [r.text for r in results]
     # The diffs still work for the ordinary file.
