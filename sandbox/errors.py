@@ -49,13 +49,13 @@ class DaemonError(Exception):
         self.message = message
 
 
-
 class NotPlain(DaemonError):
     """A ``plain`` path that is not the real one: reached through a symbolic link, not a
     regular file, or a file with other names."""
 
     def __init__(self, path: str, why: str) -> None:
         super().__init__("not_plain", "%s %s" % (path, why))
+
 
 def from_oserror(exc: OSError) -> DaemonError:
     code = _ERRNO_CODES.get(exc.errno or 0, "io_error")

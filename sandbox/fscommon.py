@@ -30,6 +30,16 @@ def file_type(mode: int) -> str:
     return "other"
 
 
+def not_plain_because(st: os.stat_result) -> str:
+    """Why a file reached without a symbolic link is still not plain (a regular file's only
+    name), or "" when it is."""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink > 1:
+        return "has %d names (hard links)" % st.st_nlink
+    return ""
+
+
 def sha256_fd(fd: int) -> str:
     digest = hashlib.sha256()
     pos = 0

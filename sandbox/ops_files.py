@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
 from .fsaccess import fs_access
-from .fscommon import CHUNK, abspath, file_type, owner_ids, sha256_fd
+from .fscommon import CHUNK, abspath, file_type, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
 from .limits import MAX_BLOB, MAX_LISTING
 from .pathres import O_PATH, Outside, Resolver, fd_path
@@ -173,14 +173,7 @@ def _open_plain(res: Resolver, path: str) -> int:
         if exc.errno == errno.ELOOP:
             raise NotPlain(path, "is a symbolic link") from None
         raise
-    st = os.fstat(fd)
-    why = ""
-    if fd_path(fd) != path.rstrip("/"):
-        why = "is reached through a symbolic link"
-    elif not stat.S_ISREG(st.st_mode):
-        why = "is not a regular file"
-    elif st.st_nlink > 1:
-        why = "has %d names (hard links)" % st.st_nlink
+    why = "is reached through a symbolic link" if fd_path(fd) != path.rstrip("/") else not_plain_because(os.fstat(fd))
     if why:
         os.close(fd)
         raise NotPlain(path, why)

@@ -11,8 +11,8 @@ created, and renamed over the target, inside that directory's descriptor.
 
 A ``plain`` write is one the host's policy decided on the path as given, without looking
 first: it is refused (``not_plain``, nothing written or made) unless that path is the real
-one: its parent directory there already, no symbolic link on the way, the file's only name. ``keep_old`` returns the content it
-replaced, so such a write is the tool's only round trip.
+one: its parent directory there already, no symbolic link on the way, the file's only name.
+``keep_old`` returns the content it replaced, so such a write is the tool's only round trip.
 """
 
 import contextlib
@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
 from .fsaccess import fs_access
-from .fscommon import abspath, owner_ids, sha256_fd
+from .fscommon import abspath, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
 from .ops_files import make_dir
 from .pathres import Outside, Resolver, fd_path
@@ -172,10 +172,9 @@ def _existing(staging: _Staging) -> Optional[os.stat_result]:
         raise DaemonError("conflict", "file was replaced by a symbolic link while writing: %s" % staging.path)
     if stat.S_ISDIR(st.st_mode):
         raise DaemonError("is_a_directory", "is a directory: %s" % staging.path)
-    if staging.plain and not stat.S_ISREG(st.st_mode):
-        raise NotPlain(staging.path, "is not a regular file")
-    if staging.plain and st.st_nlink > 1:
-        raise NotPlain(staging.path, "has %d names (hard links)" % st.st_nlink)
+    why = not_plain_because(st) if staging.plain else ""
+    if why:
+        raise NotPlain(staging.path, why)
     return st
 
 

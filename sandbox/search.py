@@ -178,8 +178,8 @@ def _strings(args: Dict[str, Any], name: str) -> List[str]:
 class _FileHits:
     __slots__ = ("count", "hits", "raw")
 
-    def __init__(self, count: int = 0) -> None:
-        self.count = count  # matches found (content: at most per_file + 1)
+    def __init__(self) -> None:
+        self.count = 0  # matches found (content: at most per_file + 1)
         self.hits: List[Hit] = []
         self.raw: List[bytes] = []  # ripgrep's JSON match records, decoded only when shown
 
@@ -631,7 +631,8 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
         try:
             if engine == "python":
                 found, timed_out, cut = _python_engine(q, paths or [])
-                counts = {p: h.count for p, h in found.items()}
+                if q.mode != "content":
+                    counts = {p: h.count for p, h in found.items()}
             elif q.mode == "content":
                 found, timed_out, cut = _rg_engine(q, rg or "rg", paths)
             else:

@@ -165,7 +165,6 @@ class Spawner:
                 return _fork_clone()
             fds: List[int] = []
             try:
-                self.refill(1)
                 data, ancillary, _flags, _addr = sock.recvmsg(
                     _MADE.size, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
                 )
@@ -174,7 +173,7 @@ class Spawner:
                     raise EOFError("the spawner is gone")
                 self._requested -= 1
                 self._used = True
-                self.refill(1)
+                self.refill(1)  # one is always on its way: the next take never waits for a request
             except (OSError, EOFError):
                 for fd in fds:
                     os.close(fd)

@@ -22,6 +22,9 @@ from runtime.policy.paths import is_secret
 
 T = TypeVar("T")
 
+# The secret patterns of a context without a policy engine (a handler called directly).
+_DEFAULT_POLICY = Policy()
+
 # Receives validated questions, returns answers keyed by question text (see tools/interaction.py).
 InteractionHandler = Callable[[list[Any]], Awaitable[Mapping[str, Any]]]
 
@@ -94,7 +97,7 @@ class ToolContext:
     def is_secret(self, path: str) -> bool:
         """Whether the session's policy counts this container path as a secret's: a search
         must not show what a read of it would refuse."""
-        policy = self.permissions.policy if self.permissions else Policy()
+        policy = self.permissions.policy if self.permissions else _DEFAULT_POLICY
         return is_secret(path, policy.secret_patterns, policy.secret_exceptions) is not None
 
     def tool_state(self, key: str, factory: Callable[[], T]) -> T:

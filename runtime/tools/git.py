@@ -322,6 +322,7 @@ async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs:
         return []
     top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
     secret = [name for name in names if ctx.is_secret(posixpath.join(top, name))]
+    others = set(names).difference(secret)
     linked: list[str] = []
     limiter = anyio.CapacityLimiter(16)
 
@@ -335,9 +336,8 @@ async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs:
             linked.append(name)
 
     async with anyio.create_task_group() as tg:
-        for name in names:
-            if name not in secret:
-                tg.start_soon(check, name)
+        for name in others:
+            tg.start_soon(check, name)
     return secret + sorted(linked)
 
 

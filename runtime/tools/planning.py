@@ -262,7 +262,8 @@ class PlanStore:
         async with self.lock(self.directory):
             taken = await self.ids()
             number = int(taken[-1].split("-")[1]) + 1 if taken else 1
-            await self.ctx.client.mkdir(self.directory)
+            if not taken:  # the directory may be missing, and a plain write makes none
+                await self.ctx.client.mkdir(self.directory)
             for _ in range(CAS_ATTEMPTS):
                 plan = Plan(f"plan-{number:03d}", title, status, _now(), steps)
                 try:

@@ -387,8 +387,9 @@ async def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
         data["files"] = lines
         unit = "files"
     elif args.output_mode == "count":
-        lines = [f"{prefix}{path}:{count}" for path, count in zip(reply.paths, reply.counts, strict=True)]
-        data["counts"] = [{"path": prefix + path, "count": count} for path, count in zip(reply.paths, reply.counts, strict=True)]
+        counted = list(zip(reply.paths, reply.counts, strict=True))
+        lines = [f"{prefix}{path}:{count}" for path, count in counted]
+        data["counts"] = [{"path": prefix + path, "count": count} for path, count in counted]
         unit = "files"
     else:
         with_context = bool(args.context or args.context_before or args.context_after)
