@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -96,3 +97,10 @@ class RuntimeConfig(BaseModel):
         description="audit log and other host-side state",
     )
     start_timeout: float = Field(30.0, gt=0, description="seconds for a new container's daemon to answer")
+    transport: Literal["auto", "attach"] = Field(
+        "auto",
+        description=(
+            "auto: frames go over the daemon's unix socket where the host can reach it (a local engine, "
+            "runc, a root controller), else over the attach stream; attach: always the attach stream"
+        ),
+    )

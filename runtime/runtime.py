@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,13 +21,14 @@ from runtime.docker.diff import WorkspaceDiff
 from runtime.docker.disk_watch import DiskWatch
 from runtime.docker.lease import LeaseKeeper
 from runtime.docker.pool import WarmPool
-from runtime.errors import CaissonError, DaemonDied, ImageError, SessionError
+from runtime.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from runtime.logs import get_logger
 from runtime.policy import ApprovalHandler, Policy
 from runtime.session import Session
 from runtime.tools.context import InteractionHandler
+from runtime.transport import unix
 from runtime.transport.attach import open_attach
-from runtime.transport.channel import Channel
+from runtime.transport.channel import ByteTransport, Channel
 
 log = get_logger("caisson.runtime")
 
@@ -71,7 +73,13 @@ class Runtime:
         if self.config.gc_on_start:
             await self.gc()
         if self.config.pool is not None:
-            self._pool = WarmPool(self.client, self.config.owner, self.config.pool.session, self.config.pool.size)
+            self._pool = WarmPool(
+                self.client,
+                self.config.owner,
+                self.config.pool.session,
+                self.config.pool.size,
+                listen=self._listens(self.config.pool.session),
+            )
             self._pool.start()
         self._leases = LeaseKeeper(self.client, self._leased)
         self._leases.start()
@@ -210,22 +218,31 @@ class Runtime:
         session_id = new_session_id()
         self._starting.add(session_id)
         created = stream = None
+        transport: ByteTransport | None = None
+        listen = self._listens(cfg)
         try:
             created = await anyio.to_thread.run_sync(
-                containers.create_container, self.client, session_id, self.config.owner, cfg
+                functools.partial(
+                    containers.create_container, self.client, session_id, self.config.owner, cfg, listen=listen
+                )
             )
-            stream = await open_attach(
+            # Attached before the start, so the daemon's first words on stderr are kept.
+            transport = stream = await open_attach(
                 self.docker_host, self.client.api.api_version, created.id, timeout=self.config.start_timeout
             )
-            channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(created.id))
             await anyio.to_thread.run_sync(containers.start_container, self.client, created.id)
+            if listen and (pid := await anyio.to_thread.run_sync(containers.reachable_pid, self.client, created.id)):
+                transport = await unix.upgrade(stream, pid, timeout=self.config.start_timeout)
+            channel = Channel(
+                transport, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(created.id)
+            )
             return await self._attach_session(
                 session_id, created.id, cfg, channel, policy, approval_handler, interaction_handler
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
-                if stream is not None:
-                    await stream.aclose()
+                for opened in {id(t): t for t in (stream, transport) if t is not None}.values():
+                    await opened.aclose()
                 if created is not None:
                     await anyio.to_thread.run_sync(containers.remove_container, self.client, created.id)
             raise
@@ -242,11 +259,9 @@ class Runtime:
     ) -> Session:
         """A session on a started container taken from the pool."""
         self._starting.add(pooled.session_id)
-        stream = None
+        stream: ByteTransport | None = None
         try:
-            stream = await open_attach(
-                self.docker_host, self.client.api.api_version, pooled.id, timeout=self.config.start_timeout
-            )
+            stream = await self._open_stream(pooled.id, pooled.pid, wait=True)
             channel = Channel(stream, max_frame=cfg.max_frame, name=pooled.session_id, explain_death=self._death_cause(pooled.id))
             return await self._attach_session(
                 pooled.session_id, pooled.id, cfg, channel, policy, approval_handler, interaction_handler
@@ -281,12 +296,39 @@ class Runtime:
         if row is None or row.get("State") != "running" or labels.get(containers.LABEL_TENANT, "default") != asked:
             raise SessionError(f"session {session_id} has no running container of tenant {asked} to attach to")
         cfg = config or SessionConfig(profile=labels.get(containers.LABEL_PROFILE, "caisson"), tenant=asked)
-        stream = await open_attach(
-            self.docker_host, self.client.api.api_version, str(row["Id"]), timeout=self.config.start_timeout
-        )
+        pid = 0
+        if labels.get(containers.LABEL_LISTEN) == "1" and self.config.transport == "auto":
+            pid = await anyio.to_thread.run_sync(containers.reachable_pid, self.client, str(row["Id"]))
+        stream = await self._open_stream(str(row["Id"]), pid, wait=False)
         channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(str(row["Id"])))
         return await self._attach_session(
             session_id, str(row["Id"]), cfg, channel, policy, approval_handler, interaction_handler
+        )
+
+    def _listens(self, cfg: SessionConfig) -> bool:
+        """Whether a new container's daemon should open its socket: gVisor keeps its file
+        system to itself, so the host could not reach it there."""
+        return self.config.transport == "auto" and not cfg.gvisor
+
+    async def _open_stream(self, container_id: str, pid: int, *, wait: bool) -> ByteTransport:
+        """The stream to a started daemon: its socket when ``pid`` says it is reachable
+        (``wait``: for as long as a starting daemon may take to listen), else its attach stream."""
+        if pid:
+            if wait:
+                try:
+                    return await unix.connect(pid, timeout=self.config.start_timeout)
+                except TimeoutError:
+                    raise DaemonDied(
+                        f"the sandbox daemon of container {container_id[:12]} did not listen within "
+                        f"{self.config.start_timeout:g} s"
+                    ) from None
+            try:
+                if (sock := unix.try_connect(pid)) is not None:
+                    return unix.UnixStream(sock)
+            except DaemonProtocolError as exc:
+                log.warning("using the attach stream instead of the daemon's socket", container=container_id[:12], error=str(exc))
+        return await open_attach(
+            self.docker_host, self.client.api.api_version, container_id, timeout=self.config.start_timeout
         )
 
     async def _attach_session(

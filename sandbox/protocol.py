@@ -24,6 +24,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 PROTOCOL_VERSION = 1
 
+# Where a daemon started with CAISSON_LISTEN=1 also takes connections from the host.
+SOCKET_PATH = "/run/caisson/daemon.sock"
+
 _LEN = struct.Struct(">I")
 PREFIX_SIZE = 4
 

@@ -1,4 +1,5 @@
-"""The daemon: request frames in on stdin, replies out on stdout, in any order.
+"""The daemon: request frames in, replies out, in any order: on stdin and stdout (the
+attach stream), or on a connection to its unix socket (``listen.py``, CAISSON_LISTEN=1).
 
 The main thread only reads and decodes frames; each request runs on a worker
 thread (an elastic pool: idle workers are reused, new ones started on demand,
@@ -16,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import __version__, cancel, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
+from . import __version__, cancel, listen, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
 from .syscalls import set_subreaper
@@ -185,14 +186,31 @@ def _env_float(name: str) -> Optional[float]:
 
 
 class Server:
-    def __init__(self, in_fd: int, out_fd: int, ops: Dict[str, Handler], watchdog: Optional[Watchdog] = None) -> None:
+    def __init__(
+        self,
+        in_fd: int,
+        out_fd: int,
+        ops: Dict[str, Handler],
+        watchdog: Optional[Watchdog] = None,
+        *,
+        exit_when_unheard: bool = True,
+    ) -> None:
         self.in_fd = in_fd
         self.out_fd = out_fd
         self.ops = ops
         self.pool = WorkerPool()
         self.watchdog = watchdog or Watchdog(None, None)
+        # On stdin, a reply that cannot be written means the host is gone for good; on the
+        # socket, only this connection is (another controller may connect).
+        self.exit_when_unheard = exit_when_unheard
         self._write_lock = threading.Lock()
         self._dead = False
+
+    def retire(self) -> None:
+        """Write nothing more: the caller is about to close the descriptor, whose number
+        may then name another file."""
+        with self._write_lock:
+            self._dead = True
 
     def reply(self, header: Dict[str, Any], blob: bytes = b"") -> None:
         try:
@@ -216,10 +234,12 @@ class Server:
                 while view:
                     view = view[os.write(self.out_fd, view) :]
             except OSError as exc:
-                # Nobody reads our replies any more: the host is gone.
+                # Nobody reads our replies any more.
                 self._dead = True
-                log.error("cannot write replies (%s); shutting down", exc)
-                shutdown(1)
+                if self.exit_when_unheard:
+                    log.error("cannot write replies (%s); shutting down", exc)
+                    shutdown(1)
+                log.warning("cannot write replies (%s); waiting for another controller", exc)
 
     def handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
         cancel.begin(req_id)
@@ -262,7 +282,7 @@ class Server:
                 log.error("cannot read requests: %s", exc)
                 return 1
             if not data:
-                log.info("stdin closed; exiting")
+                log.info("the controller's stream ended")
                 return 0
             try:
                 frames = decoder.feed(data)
@@ -365,6 +385,20 @@ def main() -> int:
         os.environ.get("CAISSON_LEASE", ""),
     )
     watchdog.start()
+    if os.environ.get("CAISSON_LISTEN") == "1":
+        # The socket is the fast way in; stdin still serves a host that cannot reach it.
+        listener = listen.bind()
+
+        def serve_connection(fd: int) -> None:
+            server = Server(fd, fd, ops, watchdog, exit_when_unheard=False)
+            try:
+                server.serve()
+            finally:
+                server.retire()
+
+        threading.Thread(
+            target=listen.accept_forever, args=(listener, serve_connection), name="caisson-listen", daemon=True
+        ).start()
     code = Server(in_fd, out_fd, ops, watchdog).serve()
     shutdown(code)
     return code

@@ -26,6 +26,7 @@ from runtime.config import DAEMON_CAPABILITIES, SessionConfig
 from runtime.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from runtime.errors import DockerUnavailable, ImageError, SessionError
 from runtime.logs import get_logger
+from runtime.transport.unix import socket_pid
 
 log = get_logger("caisson.containers")
 
@@ -37,6 +38,8 @@ LABEL_OWNER = "caisson.owner"
 LABEL_TENANT = "caisson.tenant"
 LABEL_EXPIRES = "caisson.expires"
 LABEL_PROFILE = "caisson.profile"
+# Set when the daemon listens on its unix socket as well as on stdin.
+LABEL_LISTEN = "caisson.listen"
 # Set when the daemon ends the session a grace after its controller: the reaper leaves it be.
 LABEL_GRACE = "caisson.grace"
 
@@ -88,6 +91,8 @@ class CreatedContainer:
     session_id: str
     image: str
     injected: bool
+    # The daemon's host pid when its socket can be reached (see reachable_pid), else 0.
+    pid: int = 0
 
 
 def parse_bytes(size: str) -> int:
@@ -126,14 +131,15 @@ def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
 
 
 def create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, *, listen: bool = False
 ) -> CreatedContainer:
+    """``listen``: the daemon also opens its unix socket (the local fast path)."""
     with engine_errors("creating a sandbox container"):
-        return _create_container(client, session_id, owner, config)
+        return _create_container(client, session_id, owner, config, listen)
 
 
 def _create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool
 ) -> CreatedContainer:
     image = config.image or image_tag()
     injected = not image_carries_daemon(client, image)
@@ -154,6 +160,7 @@ def _create_container(
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
         **config.env,
+        **({"CAISSON_LISTEN": "1"} if listen else {}),
     }
     kwargs: dict[str, object] = {}
     if config.gvisor:
@@ -179,6 +186,7 @@ def _create_container(
                 LABEL_EXPIRES: expires,
                 LABEL_PROFILE: config.profile,
                 **({LABEL_GRACE: f"{config.grace:g}"} if config.grace else {}),
+                **({LABEL_LISTEN: "1"} if listen else {}),
             },
             host_config=client.api.create_host_config(
                 init=True,
@@ -222,6 +230,13 @@ def start_container(client: docker.DockerClient, container_id: str) -> None:
         raise SessionError(f"Docker could not start the sandbox container: {exc.explanation or exc}") from None
 
 
+def reachable_pid(client: docker.DockerClient, container_id: str) -> int:
+    """The started daemon's host pid when the host can reach its socket, else 0."""
+    with engine_errors("asking the engine for a container's process"):
+        state = client.api.inspect_container(container_id).get("State") or {}
+    return socket_pid(int(state.get("Pid") or 0), container_id)
+
+
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
     try:
         with engine_errors("removing a sandbox container"):
@@ -250,7 +265,7 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
             )
         if not state.get("Running") or time.monotonic() > deadline:
             return None
-        time.sleep(0.1)
+        time.sleep(0.01)  # auto-remove may follow the exit within a few ms
 
 
 def renew_lease(

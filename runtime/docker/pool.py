@@ -1,7 +1,7 @@
 """A warm pool: started, hardened, idle containers of one configuration, ready to be taken.
 
-A thread keeps ``size`` containers created and started (their daemons waiting on stdin); a
-session takes one and binds it late: the attach stream, the policy, the profile and the
+A thread keeps ``size`` containers created and started (their daemons waiting for a host); a
+session takes one and binds it late: the daemon's stream, the policy, the profile and the
 tenant are the session's. A pooled container is used by one session only and removed with
 it, so nothing carries over. Pooled containers carry the usual labels (owner, expiry), so the
 reaper treats them like any session's.
@@ -12,6 +12,7 @@ Only the fields that shape a container must match the pool's configuration; the 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -43,8 +44,11 @@ def shape(config: SessionConfig) -> str:
 
 
 class WarmPool:
-    def __init__(self, client: docker.DockerClient, owner: str, config: SessionConfig, size: int) -> None:
+    def __init__(
+        self, client: docker.DockerClient, owner: str, config: SessionConfig, size: int, *, listen: bool = False
+    ) -> None:
         self.config = config
+        self._listen = listen
         self.size = size
         self._client = client
         self._owner = owner
@@ -120,8 +124,12 @@ class WarmPool:
     def _fill_one(self) -> None:
         created = None
         try:
-            created = containers.create_container(self._client, new_session_id(), self._owner, self.config)
+            created = containers.create_container(
+                self._client, new_session_id(), self._owner, self.config, listen=self._listen
+            )
             containers.start_container(self._client, created.id)
+            if self._listen:
+                created = dataclasses.replace(created, pid=containers.reachable_pid(self._client, created.id))
         except Exception as exc:  # the engine said no: count it, back off, keep going
             if created is not None:
                 containers.remove_container(self._client, created.id)

@@ -17,6 +17,7 @@ import anyio.lowlevel
 
 from runtime.errors import DockerUnavailable
 from runtime.logs import get_logger
+from runtime.transport.rawsock import SocketReader
 
 log = get_logger("caisson.attach")
 
@@ -31,11 +32,7 @@ class AttachStream:
 
     def __init__(self, stream: anyio.abc.SocketStream, initial: bytes) -> None:
         self._stream = stream
-        # Read from the socket itself: anyio's receive waits on the socket object, and
-        # asyncio's selector formats the object's repr into a KeyError (two getsockname-like
-        # calls) each time it registers it; waiting on the descriptor number costs nothing.
-        self._sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        self._fd = self._sock.fileno()
+        self._reader = SocketReader(stream.extra(anyio.abc.SocketAttribute.raw_socket))
         self._raw = bytearray(initial)
         self._send_lock = anyio.Lock()
         self._stderr: deque[bytes] = deque()
@@ -54,16 +51,7 @@ class AttachStream:
 
     async def _fill(self, n: int) -> bool:
         while len(self._raw) < n:
-            try:
-                chunk = self._sock.recv(65536)
-            except BlockingIOError:
-                try:
-                    await anyio.wait_readable(self._fd)
-                except (anyio.ClosedResourceError, OSError):
-                    return False
-                continue
-            except OSError:
-                return False
+            chunk = await self._reader.recv()
             if not chunk:
                 return False
             self._raw += chunk
@@ -71,7 +59,7 @@ class AttachStream:
                 await anyio.lowlevel.checkpoint()  # a long frame (or a flood) lets other tasks run
         return True
 
-    async def receive_stdout(self) -> bytes:
+    async def receive(self) -> bytes:
         """Next chunk of the container's stdout; b"" when the stream has ended."""
         while True:
             if not await self._fill(_MUX.size):
@@ -91,7 +79,7 @@ class AttachStream:
             await self._stream.send(data)
 
     async def aclose(self) -> None:
-        anyio.notify_closing(self._fd)
+        self._reader.closing()
         await self._stream.aclose()
 
 

@@ -37,7 +37,7 @@ CANCEL_SEND_DEADLINE = 1.0
 
 
 class ByteTransport(Protocol):
-    async def receive_stdout(self) -> bytes: ...
+    async def receive(self) -> bytes: ...
     async def send(self, data: bytes) -> None: ...
     async def aclose(self) -> None: ...
 
@@ -91,12 +91,12 @@ class Channel:
     async def _read(self) -> None:
         """Read one chunk of the stream and dispatch the frames it completes."""
         if not self._decoder.buffered:
-            chunk = await self._transport.receive_stdout()
+            chunk = await self._transport.receive()
         else:
             # The daemon writes each frame whole: the rest of a started frame is already on its
             # way, so a frame cut short and then silence is a broken (or forged) stream.
             with anyio.move_on_after(PARTIAL_FRAME_DEADLINE) as scope:
-                chunk = await self._transport.receive_stdout()
+                chunk = await self._transport.receive()
             if scope.cancelled_caught:
                 self._fail(DaemonProtocolError(
                     f"the sandbox daemon of session {self.name} sent part of a frame and then nothing "
@@ -104,11 +104,7 @@ class Channel:
                 ))
                 return
         if not chunk:
-            cause = await self._explain_death() if self._explain_death is not None else None
-            tail = self._transport.stderr_tail.strip()
-            detail = f": {cause}" if cause else " (its stream ended)"
-            detail += f"; its last words on stderr: {tail[-500:]}" if tail else ""
-            self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone{detail}"))
+            await self._gone("its stream ended")
             return
         try:
             frames = self._decoder.feed(chunk)
@@ -180,7 +176,8 @@ class Channel:
                     sent = True
                     await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    self._fail(DaemonDied(f"cannot write to the daemon of session {self.name}: {exc}"))
+                    # On the socket a dead daemon is first seen here, not as the end of its stream.
+                    await self._gone(f"cannot write to it: {exc}")
                 await self._wait(pending)
             if scope.cancelled_caught:
                 raise CallTimeout(f"{op} on session {self.name} got no reply within {timeout:g} s")
@@ -193,6 +190,17 @@ class Channel:
             assert self._failure is not None
             raise self._failure
         return self._unpack(op, pending.header, pending.blob)
+
+    async def _gone(self, symptom: str) -> None:
+        """Fail the channel for a daemon that is gone, saying why as best the engine and the
+        daemon's last words on stderr can."""
+        if self._failure is not None:
+            return
+        cause = await self._explain_death() if self._explain_death is not None else None
+        tail = self._transport.stderr_tail.strip()
+        detail = f": {cause}" if cause else f" ({symptom})"
+        detail += f"; its last words on stderr: {tail[-500:]}" if tail else ""
+        self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone{detail}"))
 
     async def _cancel(self, call_id: int) -> None:
         """Ask the daemon to kill what request ``call_id`` started; its answer is not awaited

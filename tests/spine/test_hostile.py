@@ -44,7 +44,7 @@ class ScriptedDaemon:
     def stderr_tail(self) -> str:
         return ""
 
-    async def receive_stdout(self) -> bytes:
+    async def receive(self) -> bytes:
         await self.sent.wait()
         if self.reply is None:
             await anyio.sleep_forever()
