@@ -17,7 +17,9 @@ kills confined processes.
 import ctypes
 import errno
 import os
-from typing import Any, NamedTuple, Optional, Tuple
+import threading
+from collections import OrderedDict
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 from . import syscalls
 from .errors import DaemonError
@@ -109,9 +111,56 @@ def _add_path(ruleset: int, path: str, allowed: int, file_rights: int) -> None:
         os.close(fd)
 
 
+# Rulesets built before, by confinement, with what each of their paths named then: a rule
+# holds the inode its path named when it was added, so a ruleset is reused only while every
+# path still names the same one (a stat each, against an open, a check and a syscall each).
+_built: "OrderedDict[Confine, Tuple[int, Tuple[Optional[Tuple[int, int]], ...]]]" = OrderedDict()
+_built_lock = threading.Lock()
+_BUILT_MAX = 16
+
+
+def _rule_paths(confine: Confine) -> Tuple[str, ...]:
+    return ("/",) + DEV_FILES + (confine.write_roots if confine.level == "cautious" else ())
+
+
+def _named(paths: Tuple[str, ...]) -> Tuple[Optional[Tuple[int, int]], ...]:
+    named: List[Optional[Tuple[int, int]]] = []
+    for path in paths:
+        try:
+            st = os.stat(path)  # followed, as the rule's open follows it
+        except OSError:
+            named.append(None)
+        else:
+            named.append((st.st_dev, st.st_ino))
+    return tuple(named)
+
+
 def ruleset_for(confine: Confine) -> Tuple[int, bool]:
-    """A ruleset descriptor for ``confine`` (-1: nothing to apply) and whether the command
-    counts as confined (false only where the kernel has no Landlock)."""
+    """A ruleset descriptor for ``confine`` (-1: nothing to apply; the caller closes it) and
+    whether the command counts as confined (false only where the kernel has no Landlock)."""
+    if abi() <= 0:
+        return -1, False
+    # Taken before a build: a path changed during it makes the next call build afresh.
+    named = _named(_rule_paths(confine))
+    with _built_lock:
+        hit = _built.get(confine)
+        if hit is not None and hit[1] == named:
+            _built.move_to_end(confine)
+            return (os.dup(hit[0]) if hit[0] >= 0 else -1), True
+    ruleset, confined = _build(confine)
+    with _built_lock:
+        replaced = _built.pop(confine, None)
+        _built[confine] = (os.dup(ruleset) if ruleset >= 0 else -1, named)
+        dropped = [replaced] if replaced is not None else []
+        while len(_built) > _BUILT_MAX:
+            dropped.append(_built.popitem(last=False)[1])
+    for fd, _ in dropped:
+        if fd >= 0:
+            os.close(fd)
+    return ruleset, confined
+
+
+def _build(confine: Confine) -> Tuple[int, bool]:
     version = abi()
     if version <= 0:
         return -1, False

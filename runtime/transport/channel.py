@@ -74,6 +74,11 @@ class Channel:
         self.name = name
 
     @property
+    def transport(self) -> ByteTransport:
+        """The byte stream the frames go over (the daemon's socket or the attach stream)."""
+        return self._transport
+
+    @property
     def failure(self) -> SessionError | None:
         return self._failure
 

@@ -167,3 +167,21 @@ def test_agent_cannot_reach_the_daemons_descriptors(box: Client) -> None:
             result, _, err = box.run(f"ls /proc/{target}/fd", user="agent", **args)
             assert result["exit_code"] != 0 and b"Permission denied" in err, err
     assert box.call("ping")[0]["pid"] == pid  # the channel still carries only frames
+
+
+def test_a_replaced_write_root_is_followed_not_the_old_one(box: Client) -> None:
+    """The daemon reuses a confinement's ruleset while its paths name the same directories: a
+    root moved away and made anew must be writable, and the old one, now elsewhere, not."""
+    roots = {"level": "cautious", "write_roots": ["/workspace/root-swap"]}
+    as_root(box, "mkdir -p /workspace/root-swap && chown agent /workspace/root-swap")
+    assert attempt(box, "touch /workspace/root-swap/first", roots) == 0
+    landed = 0
+    for n in range(5):
+        # The agent may do this itself: both directories are its own.
+        assert box.run(
+            f"mv /workspace/root-swap /workspace/moved-{n} && mkdir /workspace/root-swap", user="agent"
+        )[0]["exit_code"] == 0
+        assert attempt(box, f"touch /workspace/root-swap/new-{n}", roots) == 0
+        landed += attempt(box, f"touch /workspace/moved-{n}/stale-{n}", roots) == 0
+    print(f"5 write roots replaced: {landed} writes into a replaced root landed")
+    assert landed == 0

@@ -54,7 +54,7 @@ def _probe_command(path: str) -> str:
 
 async def test_session_frames_go_over_the_socket(rt: Runtime) -> None:
     async with rt.session() as s:
-        assert isinstance(s.channel._transport, UnixStream)
+        assert isinstance(s.channel.transport, UnixStream)
         assert (await s.exec(["echo", "fast"])).stdout == "fast\n"
 
 
@@ -152,7 +152,7 @@ async def test_host_never_follows_a_planted_socket(rt: Runtime, tmp_path: Path) 
                 # Reattaching looks for the socket again: it must fall back to the attach stream.
                 await s.channel.aclose()
                 s = await rt.reattach(s.id)
-                assert not isinstance(s.channel._transport, UnixStream)
+                assert not isinstance(s.channel.transport, UnixStream)
                 assert (await s.exec(["echo", "still"])).stdout == "still\n"
             finally:
                 await s.close()

@@ -24,7 +24,7 @@ async def _works(rt: Runtime, **overrides: object) -> type:
         assert len(r.stdout) == 300001 and r.stderr == "err\n"
         await s.write_file("/workspace/f", b"\0" * 100_000)
         assert await s.read_file("/workspace/f") == b"\0" * 100_000
-        return type(s.channel._transport)
+        return type(s.channel.transport)
 
 
 async def test_the_socket_by_default_and_the_attach_stream_when_asked(rt: Runtime, tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ async def test_a_reattaching_controller_takes_over_the_socket(rt: Runtime, tmp_p
         # The first controller still holds its connection (hung, say) when another reattaches.
         again = await rt.reattach(s.id)
         try:
-            assert isinstance(again.channel._transport, UnixStream)
+            assert isinstance(again.channel.transport, UnixStream)
             assert (await again.exec(["echo", "mine"])).stdout == "mine\n"
             out = await again.task_read(task.task_id, wait=2)
             assert out.stdout == "kept\n" and out.running
