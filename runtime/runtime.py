@@ -217,7 +217,7 @@ class Runtime:
                 log.warning("pooled container unusable; starting a new one", session=pooled.session_id, error=str(exc))
         session_id = new_session_id()
         self._starting.add(session_id)
-        created = stream = None
+        created = None
         transport: ByteTransport | None = None
         listen = self._listens(cfg)
         try:
@@ -227,12 +227,13 @@ class Runtime:
                 )
             )
             # Attached before the start, so the daemon's first words on stderr are kept.
-            transport = stream = await open_attach(
+            transport = attach = await open_attach(
                 self.docker_host, self.client.api.api_version, created.id, timeout=self.config.start_timeout
             )
             await anyio.to_thread.run_sync(containers.start_container, self.client, created.id)
             if listen and (pid := await anyio.to_thread.run_sync(containers.reachable_pid, self.client, created.id)):
-                transport = await unix.upgrade(stream, pid, timeout=self.config.start_timeout)
+                # Either the attach stream again, or the socket with the attach stream closed.
+                transport = await unix.upgrade(attach, pid, timeout=self.config.start_timeout)
             channel = Channel(
                 transport, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(created.id)
             )
@@ -241,8 +242,8 @@ class Runtime:
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
-                for opened in {id(t): t for t in (stream, transport) if t is not None}.values():
-                    await opened.aclose()
+                if transport is not None:
+                    await transport.aclose()
                 if created is not None:
                     await anyio.to_thread.run_sync(containers.remove_container, self.client, created.id)
             raise

@@ -253,6 +253,9 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
     """Why a container's daemon died, as far as the engine knows (polled briefly: the engine
     records the container's end a moment after its stream closes)."""
     deadline = time.monotonic() + wait
+    # Soon at first: auto-remove may follow the exit within a few ms (a daemon's socket ends
+    # before the engine marks the container exited); then less often.
+    pause = 0.01
     while True:
         try:
             state = client.api.inspect_container(container_id).get("State", {})
@@ -265,7 +268,8 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
             )
         if not state.get("Running") or time.monotonic() > deadline:
             return None
-        time.sleep(0.01)  # auto-remove may follow the exit within a few ms
+        time.sleep(pause)
+        pause = min(0.1, pause * 2)
 
 
 def renew_lease(
