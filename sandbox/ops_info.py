@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict
 from . import __version__, landlock
 from .errors import Reply
 from .protocol import PROTOCOL_VERSION
+from .spawner import HAS_CLONE_EXEC
 
 
 def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
@@ -20,6 +21,7 @@ def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
             "pid": os.getpid(),
             "uid": os.getuid(),
             "landlock": landlock.abi(),
+            "clone_exec": HAS_CLONE_EXEC,
         },
         b"",
     )

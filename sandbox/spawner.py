@@ -9,13 +9,16 @@ before. A clone is made ahead of need: it starts a new session, raises its OOM s
 hands it the command there and the clone sets up stdio, working directory, Landlock,
 groups, gid and uid, and runs exec; so the daemon's wait for a command is the exec alone.
 
+Where the image carries clone-exec (a small static program built from clone_exec.c), the
+spawner execs it at once: it then clones a process of a few pages, not a copy of the
+daemon's interpreter, and each clone sets its command up in native code, so the daemon's
+wait for a command is one short execve. Without it (no C compiler on the host that made
+the image, or another architecture) the same steps run in Python.
+
 Daemon to spawner: one byte, "make the next clone". Spawner to daemon: the clone's pid and
 errno (0: made), and the daemon's end of the clone's socket as SCM_RIGHTS. Daemon to a
-clone: a 4-byte length and a marshalled request, the command's descriptors (stdout,
-stderr, then stdin, the Landlock ruleset and the directory to start in, when given) as
-SCM_RIGHTS. A clone to the
-daemon: nothing (end of file when exec closed the socket), or the stage that failed and
-its errno.
+clone: a request (clone_request.py) with the command's descriptors. A clone to the daemon:
+nothing (end of file when exec closed the socket), or the stage that failed and its errno.
 """
 
 import array
@@ -23,18 +26,16 @@ import contextlib
 import errno
 import gc
 import itertools
-import marshal
 import os
 import signal
 import socket
 import struct
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from . import landlock, syscalls
+from . import clone_request, landlock, syscalls
 from .errors import DaemonError, from_oserror
 from .spawn import Spec
 
-_LEN = struct.Struct("<I")
 _MADE = struct.Struct("<ii")  # a clone's pid, errno
 _FAILURE = struct.Struct("<Bi")  # stage, errno: what a clone writes before exiting
 MAX_FDS = 5
@@ -44,10 +45,18 @@ MAX_FDS = 5
 # the older clone. An idle session keeps one.
 AHEAD = 2
 
+# The native waiting half of a clone, where the image has one (see above).
+CLONE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clone-exec")
+HAS_CLONE_EXEC = os.access(CLONE_EXEC, os.X_OK)
+# The descriptor a clone's socket takes in clone-exec.
+CLONE_EXEC_SOCKET = 3
+
 # Marker groups: far above any group an image defines.
 MARKER_BASE = 3_000_000_000
 
 STAGE_SETUP, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC = range(1, 6)
+# The flags of a request's optional descriptors, in the order they travel.
+_OPTIONAL_FLAGS = (clone_request.HAS_STDIN, clone_request.HAS_RULESET, clone_request.HAS_CWD_FD)
 
 
 def exec_paths(spec: Spec) -> List[str]:
@@ -122,12 +131,11 @@ class Spawner:
         (one request at a time, and the reaper cannot reap the pid before it is recorded)."""
         optional = (stdin, ruleset, spec.cwd_fd)
         fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
+        given = sum(_OPTIONAL_FLAGS[i] for i, fd in enumerate(optional) if fd >= 0)
         for attempt in (0, 1):
             pid, clone = self._take()
             marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
-            request = (spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), [fd >= 0 for fd in optional])
-            payload = marshal.dumps(request)
-            data = _LEN.pack(len(payload)) + payload
+            data = clone_request.encode(spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given)
             try:
                 sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
                 if sent < len(data):
@@ -237,6 +245,8 @@ def _serve(sock: socket.socket, daemon: int) -> None:
     if os.getppid() != daemon:
         return
     devnull = _shed_daemon(sock.fileno())
+    if HAS_CLONE_EXEC:
+        _become_clone_exec(sock, "spawner")
     while sock.recv(1):
         try:
             pid, theirs = _prepare(devnull)
@@ -271,12 +281,13 @@ def _receive(sock: socket.socket) -> Tuple[bytes, List[int]]:
     if not data:
         raise EOFError("peer gone")
     fds = _fds_of(ancillary)
-    while len(data) < _LEN.size or len(data) < _LEN.unpack_from(data)[0] + _LEN.size:
+    size = clone_request.LENGTH.size
+    while len(data) < size or len(data) < clone_request.LENGTH.unpack_from(data)[0] + size:
         chunk = sock.recv(65536)  # one request per clone: nothing follows it
         if not chunk:
             raise EOFError("peer gone")
         data += chunk
-    return data[_LEN.size :], fds
+    return data[size:], fds
 
 
 def _prepare(devnull: int) -> Tuple[int, socket.socket]:
@@ -302,27 +313,49 @@ def _prepare(devnull: int) -> Tuple[int, socket.socket]:
 
 # A request as a clone receives one: what ``_rehearse`` goes through. Its program can never
 # exist (below a device, whatever an agent creates): the clone still runs as root here.
-_SAMPLE = marshal.dumps(
-    (["true"], ["/dev/null/true"], "/", {"PATH": "/usr/bin:/bin", "HOME": "/"}, (0, 0, [0]), [True, False, False])
-)
+_SAMPLE = clone_request.encode(["true"], ["/dev/null/true"], "/", {"PATH": "/usr/bin:/bin", "HOME": "/"}, None, 0)
 
 
 def _rehearse(devnull: int) -> None:
     """Go through a command's set-up once while nobody waits: the first write to each page of
     the interpreter's memory copies it (the clone shares the spawner's), and those copies are
     then made here rather than between the daemon's request and the exec."""
-    argv, paths, cwd, env, _ids, _given = marshal.loads(_SAMPLE)
-    os.chdir(cwd)
+    request = clone_request.decode(_SAMPLE[clone_request.LENGTH.size :])
+    os.chdir(request.cwd)
     os.dup2(devnull, 0)
-    for path in paths:
+    env = _environ(request.env)
+    for path in request.paths:
         with contextlib.suppress(OSError):  # always raised: the sample's program cannot exist
-            os.execve(path, argv, env)
+            os.execve(path, request.argv, env)
+
+
+def _environ(entries: List[bytes]) -> Dict[bytes, bytes]:
+    return {name: value for name, _, value in (entry.partition(b"=") for entry in entries)}
+
+
+def _become_clone_exec(sock: socket.socket, *mode: str) -> None:
+    """Exec clone-exec (``mode``: none for a clone, "spawner") with ``sock`` as its
+    descriptor 3; returns only if it cannot run here (then the caller goes on in Python)."""
+    fd = sock.fileno()
+    if fd == CLONE_EXEC_SOCKET:
+        os.set_inheritable(fd, True)
+    else:
+        os.dup2(fd, CLONE_EXEC_SOCKET)  # the copy is inherited; the original closes on exec
+    try:
+        os.execve(CLONE_EXEC, [CLONE_EXEC, *mode], {})
+    except OSError:
+        if fd != CLONE_EXEC_SOCKET:
+            os.close(CLONE_EXEC_SOCKET)
+        else:
+            os.set_inheritable(fd, False)
 
 
 def _child(sock: socket.socket, devnull: int) -> None:
     """In the clone: what needs no request first, then wait for the command, set it up and
     exec it, or report the failing stage. Never returns."""
     stage, err = STAGE_SETUP, errno.EINVAL
+    if HAS_CLONE_EXEC:
+        _become_clone_exec(sock)
     try:
         os.setsid()
         # The OOM killer's first choice is agent work, never the daemon (raising one's own
@@ -339,14 +372,16 @@ def _child(sock: socket.socket, devnull: int) -> None:
             data, fds = _receive(sock)
         except (OSError, EOFError):
             os._exit(0)  # the daemon is gone, or made this clone for nothing
-        argv, paths, cwd, env, ids, given = marshal.loads(data)
+        request = clone_request.decode(data)
+        if len(fds) != 2 + sum(1 for flag in _OPTIONAL_FLAGS if request.flags & flag):
+            raise OSError(errno.EINVAL, "descriptors do not match the request")
         optional = iter(fds[2:])
-        stdin, ruleset, cwd_fd = (next(optional) if present else -1 for present in given)
+        stdin, ruleset, cwd_fd = (next(optional) if request.flags & flag else -1 for flag in _OPTIONAL_FLAGS)
         stage = STAGE_CHDIR
         if cwd_fd >= 0:
             os.fchdir(cwd_fd)
         else:
-            os.chdir(cwd)
+            os.chdir(request.cwd)
         stage = STAGE_SETUP
         os.dup2(stdin if stdin >= 0 else devnull, 0)
         os.dup2(fds[0], 1)
@@ -358,17 +393,18 @@ def _child(sock: socket.socket, devnull: int) -> None:
             stage = STAGE_CONFINE
             landlock.restrict_self(ruleset)  # before the ids change: none of it runs unconfined
             os.close(ruleset)
-        if ids is not None:
+        if request.ids is not None:
             stage = STAGE_CREDS
-            uid, gid, groups = ids
+            uid, gid, groups = request.ids
             os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)
         stage, saved = STAGE_EXEC, 0
         err = errno.ENOENT
-        for path in paths:  # as execvpe: the first error other than "not there" wins
+        env = _environ(request.env)
+        for path in request.paths:  # as execvpe: the first error other than "not there" wins
             try:
-                os.execve(path, argv, env)
+                os.execve(path, request.argv, env)
             except OSError as exc:
                 err = exc.errno or errno.EINVAL
                 if not saved and err not in (errno.ENOENT, errno.ENOTDIR):
@@ -376,6 +412,8 @@ def _child(sock: socket.socket, devnull: int) -> None:
         err = saved or err
     except OSError as exc:
         err = exc.errno or errno.EINVAL
+    except ValueError:  # a malformed request
+        err = errno.EINVAL
     finally:
         try:
             sock.send(_FAILURE.pack(stage, err))

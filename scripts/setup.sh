@@ -66,6 +66,11 @@ if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect debian:boo
   apt-get update -qq
   apt-get install -y -qq debootstrap >/dev/null
 fi
+# clone-exec, the daemon's native clone helper, is compiled here: a C compiler and a static libc.
+if ! command -v cc >/dev/null 2>&1 || [ ! -f /usr/lib/"$(gcc -dumpmachine 2>/dev/null || echo none)"/libc.a ]; then
+  log "installing gcc and libc6-dev (clone-exec, the daemon's native clone helper)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
+fi
 # caisson serve's console test drives Debian's headless Chromium through chromedriver.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   log "installing chromium and chromium-driver (the console's browser test)"

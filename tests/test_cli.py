@@ -131,8 +131,9 @@ def test_doctor_reports_every_check(tmp_path: Path) -> None:
     proc = caisson("doctor", state=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = {line.split(":")[0].split()[-1]: line.split()[0] for line in proc.stdout.splitlines() if not line.startswith(" ")}
-    assert set(lines) == {"engine", "gvisor", "quota", "image", "landlock", "transport"}
+    assert set(lines) == {"engine", "gvisor", "quota", "image", "landlock", "transport", "spawn"}
     assert lines["engine"] == lines["image"] == "ok"
     assert lines["transport"] == "ok"  # a root controller beside a local engine reaches the socket
+    assert lines["spawn"] == "ok"  # this host compiles clone-exec (the test set-up installs gcc)
     # Whatever is not ok comes with what to do about it.
     assert proc.stdout.count("fix:") == sum(1 for status in lines.values() if status != "ok")

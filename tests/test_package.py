@@ -26,6 +26,7 @@ async def main():
             r = await s.exec("echo hello from $(whoami)")
             print(r.stdout.strip(), r.exit_code)
             print((await s.call("bash", {"command": "echo tool ok"})).text.strip())
+            print("clone-exec", (await s.ping()).clone_exec)
     print(runtime.__file__)
 
 anyio.run(main)
@@ -49,8 +50,9 @@ def test_wheel_installs_and_opens_a_session(tmp_path: Path) -> None:
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CAISSON_STATE_DIR": str(tmp_path / "state")},
     )
     assert run.returncode == 0, run.stderr
-    hello, tool, location = run.stdout.strip().splitlines()
+    hello, tool, helper, location = run.stdout.strip().splitlines()
     assert hello == "hello from agent 0" and tool == "tool ok"
+    assert helper == "clone-exec True", "the wheel carries clone-exec's source, compiled on first use"
     assert location.startswith(str(venv)), "the installed package, not the checkout, was used"
     cli = subprocess.run([venv / "bin" / "caisson", "--help"], capture_output=True, text=True, cwd=elsewhere)
     assert cli.returncode == 0 and "demo" in cli.stdout

@@ -24,6 +24,8 @@ class DaemonInfo(_Reply):
     uid: int
     # The kernel's Landlock ABI as seen in the container; 0 = commands cannot be confined.
     landlock: int = 0
+    # Whether commands start through clone-exec, the daemon's native clone helper.
+    clone_exec: bool = False
 
 
 class Confinement(BaseModel):

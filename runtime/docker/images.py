@@ -20,6 +20,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from runtime.docker import clone_exec
 from runtime.errors import ImageError
 from runtime.logs import get_logger
 
@@ -43,10 +44,12 @@ def _daemon_files() -> list[Path]:
 
 
 def daemon_hash() -> str:
+    """What the daemon is: its source, and whether clone-exec goes with it."""
     digest = hashlib.sha256()
-    for path in _daemon_files():
+    for path in [*_daemon_files(), clone_exec.SOURCE]:
         digest.update(path.relative_to(SANDBOX_DIR.parent).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
+    digest.update(b"clone-exec" if clone_exec.binary() is not None else b"")
     return digest.hexdigest()[:16]
 
 
@@ -75,6 +78,11 @@ def daemon_tar() -> bytes:
             data = path.read_bytes()
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
+        helper = clone_exec.binary()
+        if helper is not None:
+            info = tarfile.TarInfo(f"caisson/sandbox/{clone_exec.NAME}")
+            info.size, info.mode = len(helper), 0o755
+            tar.addfile(info, io.BytesIO(helper))
     return buf.getvalue()
 
 
@@ -132,6 +140,10 @@ def build_image(client: docker.DockerClient, *, force: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="caisson-build-") as ctx:
         (Path(ctx) / "Dockerfile").write_bytes(_dockerfile())
         shutil.copytree(SANDBOX_DIR, Path(ctx) / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+        helper = clone_exec.binary()
+        if helper is not None:
+            (Path(ctx) / "sandbox" / clone_exec.NAME).write_bytes(helper)
+            (Path(ctx) / "sandbox" / clone_exec.NAME).chmod(0o755)
         log.info("building sandbox image", tag=tag, base=base)
         # Host networking: the engine may run without iptables, so the bridge has no egress.
         stream = client.api.build(

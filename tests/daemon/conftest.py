@@ -36,13 +36,15 @@ def ws(daemon: Client) -> Path:
     return daemon.workspace
 
 
-@pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+@pytest.fixture(scope="module", params=["clone-exec", "python-clones"])
+def box(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """A daemon in a hardened container of the sandbox image (agent user ``agent``, uid 1000),
-    shared by the tests of one module."""
-    client = start_container_daemon(tmp_path_factory.mktemp("box"))
+    shared by the tests of one module: once with clone-exec, once with its clones in Python."""
+    native = request.param == "clone-exec"
+    client = start_container_daemon(tmp_path_factory.mktemp("box"), clone_exec=native)
     try:
-        client.result(client.send("ping"), timeout=120)
+        info = client.result(client.send("ping"), timeout=120)[0]
+        assert info["clone_exec"] is native
         yield client
     finally:
         assert client.close() == 0, client.stderr()

@@ -8,6 +8,7 @@ processes inherit, so a test can find (and fail on) processes that outlive it.
 import itertools
 import os
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from runtime.docker.clone_exec import binary as clone_exec_binary  # noqa: E402
 from sandbox.protocol import FrameDecoder, encode_frame  # noqa: E402
 
 MARK_VAR = "DAEMON_TEST_MARK"
@@ -195,18 +197,29 @@ def sandbox_image() -> str:
     return tags[-1][1]
 
 
-def start_container_daemon(tmp_path: Path, env: dict[str, str] | None = None, name: str | None = None) -> Client:
+def start_container_daemon(
+    tmp_path: Path, env: dict[str, str] | None = None, name: str | None = None, *, clone_exec: bool = True
+) -> Client:
     """The daemon of this checkout as PID 2 of a hardened container of the sandbox image.
 
     The checkout's ``sandbox`` package is mounted over the image's copy, so the code under
-    test is the working tree's. The container is removed when the daemon exits.
+    test is the working tree's, with clone-exec compiled from its source (``clone_exec``
+    False: without it, so clones work in Python). The container is removed when the daemon
+    exits.
     """
     mark = uuid.uuid4().hex
     name = name or "caisson-daemon-test-" + mark[:12]
     argv = ["docker", "run", "-i", "--rm", "--init", "--name", name, "--user", "0", "--workdir", "/"]
     argv += ["--cap-drop", "ALL"] + [f"--cap-add={cap}" for cap in CONTAINER_CAPS]
     argv += ["--security-opt", "no-new-privileges:true", "--network", "none", "--log-driver", "none"]
-    argv += ["--pids-limit", "512", "-v", f"{ROOT / 'sandbox'}:/opt/caisson/sandbox:ro"]
+    package = tmp_path / f"sandbox-{mark[:12]}"  # a copy: the checkout's folder has no room for the helper
+    shutil.copytree(ROOT / "sandbox", package, ignore=shutil.ignore_patterns("__pycache__"))
+    if clone_exec:
+        helper = clone_exec_binary()
+        assert helper is not None, "clone-exec did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
+        (package / "clone-exec").write_bytes(helper)
+        (package / "clone-exec").chmod(0o755)
+    argv += ["--pids-limit", "512", "-v", f"{package}:/opt/caisson/sandbox:ro"]
     full_env = {
         "PYTHONPATH": "/opt/caisson",
         "PYTHONDONTWRITEBYTECODE": "1",

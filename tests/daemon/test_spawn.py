@@ -75,8 +75,9 @@ def test_error_codes_in_the_container(box: Client) -> None:
 
 def test_commands_still_start_after_the_spawner_dies(box: Client) -> None:
     daemon_pid = box.call("ping")[0]["pid"]
-    # The spawner and the clone it made ahead are the daemon's python3 children.
-    killed = as_root(box, f"pids=$(pgrep -P {daemon_pid} -x python3); kill -9 $pids; echo $pids").split()
+    # The spawner and the clone it made ahead are the daemon's python3 (or clone-exec) children.
+    pattern = "(python3|clone-exec)"
+    killed = as_root(box, f"pids=$(pgrep -P {daemon_pid} -x '{pattern}'); kill -9 $pids; echo $pids").split()
     assert len(killed) == 2, killed
     for _ in range(3):
         result, out, _ = box.run("echo alive", user="agent")

@@ -1,0 +1,76 @@
+"""The request a clone receives: one format, read by clone_exec.c and by spawner._child alike.
+
+A 4-byte little-endian length, then the payload:
+
+    flags     u8   1 stdin given, 2 Landlock ruleset given, 4 directory descriptor given,
+                   8 ids given (else the clone keeps the daemon's)
+    uid, gid, ngroups, argc, npaths, nenv   u32 each, little-endian
+    groups    u32 * ngroups
+    strings   NUL-terminated: cwd, argv * argc, paths * npaths, env * nenv ("NAME=value")
+
+The descriptors travel beside it as SCM_RIGHTS, in this order: stdout, stderr, then
+stdin, the ruleset and the directory, each only when its flag is set.
+"""
+
+import os
+import struct
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from .errors import DaemonError
+
+LENGTH = struct.Struct("<I")
+_HEADER = struct.Struct("<BIIIIII")
+_GROUP = struct.Struct("<I")
+
+HAS_STDIN, HAS_RULESET, HAS_CWD_FD, HAS_IDS = 1, 2, 4, 8
+Ids = Tuple[int, int, List[int]]
+
+
+class Request(NamedTuple):
+    argv: List[bytes]
+    paths: List[bytes]
+    cwd: bytes
+    env: List[bytes]
+    ids: Optional[Ids]
+    flags: int
+
+
+def _plain(value: str) -> bytes:
+    raw = os.fsencode(value)
+    if b"\0" in raw:
+        raise DaemonError("bad_request", "a NUL byte in %r" % value)
+    return raw
+
+
+def encode(
+    argv: Sequence[str], paths: Sequence[str], cwd: str, env: Dict[str, str], ids: Optional[Ids], given: int
+) -> bytes:
+    """The framed request (``given``: the HAS_ flags of the optional descriptors)."""
+    uid, gid, groups = ids if ids is not None else (0, 0, [])
+    flags = given | (HAS_IDS if ids is not None else 0)
+    strings = [_plain(cwd)] + [_plain(a) for a in argv] + [_plain(p) for p in paths]
+    strings += [_plain(k) + b"=" + _plain(v) for k, v in env.items()]
+    payload = b"".join(
+        [_HEADER.pack(flags, uid, gid, len(groups), len(argv), len(paths), len(env))]
+        + [_GROUP.pack(g) for g in groups]
+        + [s + b"\0" for s in strings]
+    )
+    return LENGTH.pack(len(payload)) + payload
+
+
+def decode(payload: bytes) -> Request:
+    """The request in ``payload`` (after the length); ValueError if it is malformed."""
+    if len(payload) < _HEADER.size:
+        raise ValueError("clone request too short")
+    flags, uid, gid, ngroups, argc, npaths, nenv = _HEADER.unpack_from(payload)
+    at = _HEADER.size + 4 * ngroups
+    if at > len(payload):
+        raise ValueError("clone request: groups past its end")
+    groups = [_GROUP.unpack_from(payload, _HEADER.size + 4 * i)[0] for i in range(ngroups)]
+    strings = payload[at:].split(b"\0")
+    count = 1 + argc + npaths + nenv
+    if not argc or len(strings) != count + 1 or strings[-1]:
+        raise ValueError("clone request: its strings do not match its counts")
+    cwd, rest = strings[0], strings[1:count]
+    ids = (uid, gid, groups) if flags & HAS_IDS else None
+    return Request(rest[:argc], rest[argc : argc + npaths], cwd, rest[argc + npaths :], ids, flags)

@@ -1,0 +1,148 @@
+"""clone-exec, the daemon's native clone helper, and the request format it shares with the
+Python clones: both read the same requests alike, and both refuse a malformed one before
+anything runs.
+
+The native tests run the helper compiled from this checkout on the host, as a clone, with
+a socket on its descriptor 3; the daemon fixtures (``box``) run every container test of
+this folder once with it and once without.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import errno
+import os
+import socket
+import struct
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_client import clone_exec_binary
+
+from sandbox import clone_request
+from sandbox.errors import DaemonError
+from sandbox.spawner import STAGE_EXEC, STAGE_SETUP
+
+HEADER = struct.Struct("<BIIIIII")
+
+
+@pytest.fixture(scope="module")
+def helper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = clone_exec_binary()
+    assert data is not None, "clone-exec did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
+    path = tmp_path_factory.mktemp("clone-exec") / "clone-exec"
+    path.write_bytes(data)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def pipes() -> Iterator[tuple[int, int, int, int]]:
+    """stdout and stderr for a command: read ends, then write ends."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    yield out_r, err_r, out_w, err_w
+    for fd in (out_r, err_r, out_w, err_w):
+        with contextlib.suppress(OSError):  # the test closed it already
+            os.close(fd)
+
+
+def run_clone(helper: Path, framed: bytes, fds: list[int]) -> tuple[int, bytes]:
+    """Hand ``framed`` and ``fds`` to clone-exec as the daemon does; its exit status and its
+    report (empty: it exec'd the command)."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [str(helper)], close_fds=False, preexec_fn=lambda: os.dup2(theirs.fileno(), 3)
+    )
+    theirs.close()
+    ours.sendmsg([framed], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    report = b""
+    while chunk := ours.recv(64):
+        report += chunk
+    ours.close()
+    return proc.wait(timeout=10), report
+
+
+def frame(payload: bytes) -> bytes:
+    return clone_request.LENGTH.pack(len(payload)) + payload
+
+
+def test_a_request_reads_back_as_it_was_written() -> None:
+    framed = clone_request.encode(
+        ["printf", "%s", "ä b"], ["/usr/bin/printf"], "/tmp", {"A": "1", "B": "x=y"}, (1000, 1000, [1000, 3_000_000_001]),
+        clone_request.HAS_STDIN | clone_request.HAS_CWD_FD,
+    )
+    request = clone_request.decode(framed[clone_request.LENGTH.size :])
+    assert request.argv == [b"printf", b"%s", "ä b".encode()]
+    assert request.paths == [b"/usr/bin/printf"]
+    assert (request.cwd, request.env) == (b"/tmp", [b"A=1", b"B=x=y"])
+    assert request.ids == (1000, 1000, [1000, 3_000_000_001])
+    assert request.flags == clone_request.HAS_STDIN | clone_request.HAS_CWD_FD | clone_request.HAS_IDS
+
+
+def test_a_nul_byte_cannot_split_a_string_into_two() -> None:
+    # A NUL would end a string early in this format and shift every field after it.
+    for argv, env in ((["echo", "a\0--evil"], {}), (["echo"], {"A": "b\0C=d"})):
+        with pytest.raises(DaemonError):
+            clone_request.encode(argv, ["/bin/echo"], "/", env, None, 0)
+
+
+def test_the_native_clone_runs_the_command_it_is_given(helper: Path, pipes: tuple[int, int, int, int]) -> None:
+    out_r, err_r, out_w, err_w = pipes
+    framed = clone_request.encode(
+        ["sh", "-c", 'echo "$GREETING from $(pwd)"; echo oops >&2'], ["/nonexistent/sh", "/bin/sh"], "/tmp",
+        {"GREETING": "hello", "PATH": "/usr/bin:/bin"}, None, 0,
+    )
+    code, report = run_clone(helper, framed, [out_w, err_w])
+    os.close(out_w)
+    os.close(err_w)
+    assert (code, report) == (0, b"")
+    assert os.read(out_r, 1000) == b"hello from /tmp\n"
+    assert os.read(err_r, 1000) == b"oops\n"
+
+
+def test_the_native_clone_reports_a_missing_program(helper: Path, pipes: tuple[int, int, int, int]) -> None:
+    framed = clone_request.encode(["nope"], ["/nonexistent/nope"], "/", {}, None, 0)
+    code, report = run_clone(helper, framed, list(pipes[2:]))
+    assert code == 127
+    assert struct.unpack("<Bi", report) == (STAGE_EXEC, errno.ENOENT)
+
+
+def _malformed() -> dict[str, tuple[bytes, int]]:
+    """Requests no daemon writes: a payload, and the number of descriptors sent beside it."""
+    def strings(*items: bytes) -> bytes:
+        return b"".join(item + b"\0" for item in items)
+
+    good = strings(b"/", b"/bin/true", b"/bin/true")
+    return {
+        "more strings counted than sent": (HEADER.pack(0, 0, 0, 0, 3, 1, 0) + good, 2),
+        "no argv": (HEADER.pack(0, 0, 0, 0, 0, 1, 0) + strings(b"/", b"/bin/true"), 2),
+        "groups past the end": (HEADER.pack(0, 0, 0, 0xFFFFFFFF, 1, 1, 0) + good, 2),
+        "last string unterminated": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good[:-1], 2),
+        "bytes after the last string": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good + b"x\0", 2),
+        "shorter than a header": (b"\1\2\3", 2),
+        "stdin flagged, not sent": (HEADER.pack(clone_request.HAS_STDIN, 0, 0, 0, 1, 1, 0) + good, 2),
+        "a descriptor not flagged": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good, 3),
+    }
+
+
+@pytest.mark.parametrize("case", list(_malformed()))
+def test_a_malformed_request_runs_nothing(helper: Path, pipes: tuple[int, int, int, int], case: str) -> None:
+    payload, nfds = _malformed()[case]
+    fds = [pipes[2], pipes[3], pipes[2]][:nfds]
+    code, report = run_clone(helper, frame(payload), fds)
+    assert code == 127
+    assert struct.unpack("<Bi", report) == (STAGE_SETUP, errno.EINVAL)
+    if not case.startswith(("stdin flagged", "a descriptor")):
+        # The Python clones refuse the payload as well (they count descriptors apart).
+        with pytest.raises(ValueError):
+            clone_request.decode(payload)
+
+
+def test_a_request_longer_than_any_daemon_sends_is_refused(helper: Path, pipes: tuple[int, int, int, int]) -> None:
+    code, report = run_clone(helper, clone_request.LENGTH.pack(1 << 31) + b"\0" * 64, list(pipes[2:]))
+    assert code == 127
+    assert struct.unpack("<Bi", report) == (STAGE_SETUP, errno.EINVAL)
