@@ -37,7 +37,7 @@ import re
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import cancel
 from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
@@ -244,11 +244,17 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
 
 
 def _spawn(
-    argv: List[str], root_fd: int, user: Optional[UserInfo], timeout: Optional[float], sep: bytes
+    argv: List[str],
+    root_fd: int,
+    user: Optional[UserInfo],
+    timeout: Optional[float],
+    sep: bytes,
+    each: Optional[Callable[[bytes], None]] = None,
 ) -> Tuple[bytes, bool, bool]:
     """Run ripgrep in the root's descriptor as the request's user (else the daemon's own: the
     one the Python engine reads files as); its output (cut after the last whole
-    ``sep``-terminated record), timed out, output cut."""
+    ``sep``-terminated record), timed out, output cut. ``each`` is handed the whole records
+    as they arrive, so that its work overlaps ripgrep's walk (which leaves a core free)."""
     user = user or resolve_user(os.geteuid())
     env = {"PATH": os.environ.get("PATH", DEFAULT_PATH), "HOME": user.home}
     # The child changes into the directory this descriptor holds, not into a name.
@@ -256,9 +262,19 @@ def _spawn(
     proc = Proc(spec, Stream(MAX_RG_OUTPUT, ring=False), Stream(64 * 1024, ring=False))
     table().start(proc, stdin_pipe=False, timeout=timeout)
     cancel.track(proc)
-    with proc.cond:
-        while not proc.finished:
-            proc.cond.wait()
+    handed = 0  # bytes of the output given to ``each`` (the buffer only grows: ring=False)
+    while True:
+        with proc.cond:
+            while not proc.finished and (each is None or proc.out.buf.find(sep, handed) < 0):
+                proc.cond.wait()
+            finished = proc.finished
+            end = proc.out.buf.rfind(sep, handed) + 1 if each is not None else 0
+            records = bytes(proc.out.buf[handed:end]) if end > handed else b""
+        if records and each is not None:
+            each(records)
+            handed = end
+        if finished:
+            break
     out = bytes(proc.out.buf)
     if proc.exit_code == 2 and not out:
         message = bytes(proc.err.buf).decode("utf-8", "replace").strip()
@@ -671,13 +687,19 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
     with fs_access(args) as res:
         root_fd = _open_root(res, root)
         try:
-            out, timed_out, _ = _spawn(argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0")
-            # Thousands of names: each step is one pass in C where it can be.
-            names = walk.kept([_relative(p) for p in out.decode("utf-8", "surrogateescape").split("\0") if p])
-            if walk.type_globs and not walk.hidden:
-                names = [p for p in names if not p.rpartition("/")[2].startswith(".")]
+            found: List[Tuple[float, str]] = []
             match = regex.fullmatch
-            found = _mtimes([p for p in names if match(p)], root_fd)
+
+            def take(records: bytes) -> None:
+                # Thousands of names: each step is one pass in C where it can be.
+                names = walk.kept([_relative(p) for p in records.decode("utf-8", "surrogateescape").split("\0") if p])
+                if walk.type_globs and not walk.hidden:
+                    names = [p for p in names if not p.rpartition("/")[2].startswith(".")]
+                found.extend(_mtimes([p for p in names if match(p)], root_fd))
+
+            _, timed_out, _ = _spawn(
+                argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0", take
+            )
         finally:
             os.close(root_fd)
     found.sort(key=operator.itemgetter(1))

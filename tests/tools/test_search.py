@@ -336,3 +336,26 @@ async def test_image_without_ripgrep_uses_the_python_engine(
             assert here.model_dump(exclude={"engine"}) == with_rg.model_dump(exclude={"engine"})
         r = await call(bare, "glob", pattern="**/*.md", path=generated, sort_by="path")
         assert r.ok and r.data["total"] > 0
+
+
+async def test_glob_over_a_listing_that_arrives_in_many_pieces(shared_session: Session) -> None:
+    """The daemon takes ripgrep's names while it still walks: 6,000 long names (far more than
+    a pipe holds) must come out whole, each once, as the Python engine lists them."""
+    root = f"/workspace/pieces-{uuid.uuid4().hex[:8]}"
+    make = (
+        "import os, sys\n"
+        "root = sys.argv[1]\n"
+        "for i in range(6000):\n"
+        "    d = os.path.join(root, 'd%02d' % (i % 40), 'ü' * 20 + '-%04d' % i)\n"
+        "    os.makedirs(d, exist_ok=True)\n"
+        "    p = os.path.join(d, 'name-with-some-length-%04d.py' % i)\n"
+        "    open(p, 'w').close()\n"
+        "    os.utime(p, (i, i))\n"
+    )
+    result = await shared_session.exec(["python3", "-c", make, root], timeout=120)
+    assert result.exit_code == 0, result.stderr
+    args = GlobInput(pattern="**/*.py", limit=10000)
+    total, files, timed_out = await find_files(shared_session.tool_context(), root, "**/*.py", args, "rg")
+    assert (total, timed_out) == (6000, False)
+    assert [mtime for _, mtime in files] == [float(i) for i in range(5999, -1, -1)]  # newest first, none twice
+    assert (total, files, timed_out) == await find_files(shared_session.tool_context(), root, "**/*.py", args, "python")
