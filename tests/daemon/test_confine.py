@@ -3,6 +3,7 @@
 All in a real container of the sandbox image, commands as the agent user.
 """
 
+import json
 import time
 
 from daemon_client import Client, as_root, wait_for
@@ -167,6 +168,114 @@ def test_agent_cannot_reach_the_daemons_descriptors(box: Client) -> None:
             result, _, err = box.run(f"ls /proc/{target}/fd", user="agent", **args)
             assert result["exit_code"] != 0 and b"Permission denied" in err, err
     assert box.call("ping")[0]["pid"] == pid  # the channel still carries only frames
+
+
+# The agent's attempt to use clone-exec itself: a request for root's ids, handed to a copy it
+# runs as itself. Printed: the exit status, the stage and errno it reports, what ran.
+_OWN_CLONE = """
+import array, os, socket, struct, subprocess, sys
+sys.path.insert(0, "/opt/caisson")
+from sandbox import clone_request
+ours, theirs = socket.socketpair()
+proc = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
+                        preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
+theirs.close()
+r, w = os.pipe()
+request = clone_request.encode(["id", "-u"], ["/usr/bin/id"], "/", {}, (0, 0, [0]), 0)
+ours.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, w]))])
+os.close(w)
+report = ours.recv(5)
+print(proc.wait(), *struct.unpack("<Bi", report), repr(os.read(r, 100)))
+"""
+
+
+# Run by the agent: every root process the daemon keeps waiting (the spawner, the clones made
+# ahead), found at that moment from /proc, and attacked through its descriptors (each number a
+# socket could have), its memory, ptrace, its signals and its environment. Prints a report.
+_TAKE_OVER = """
+import ctypes, errno, json, os, signal, sys
+daemon = int(sys.argv[1])
+targets, tried, landed, refusals = [], 0, 0, set()
+for name in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        stat = open("/proc/%s/stat" % name).read()
+        owner = os.stat("/proc/" + name).st_uid
+    except OSError:
+        continue
+    comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+    if int(rest[1]) == daemon and comm in ("python3", "clone-exec") and owner == 0 and int(name) != os.getpid():
+        targets.append(int(name))
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(action):
+    global tried, landed
+    tried += 1
+    try:
+        action()
+        landed += 1
+    except OSError as exc:
+        refusals.add(errno.errorcode.get(exc.errno, str(exc.errno)))
+def ptrace(pid):  # PTRACE_SEIZE: attaches without stopping the process
+    if libc.ptrace(0x4206, pid, None, None) != 0:
+        raise OSError(ctypes.get_errno(), "ptrace")
+for pid in targets:
+    for fd in range(16):
+        attempt(lambda: os.close(os.open("/proc/%d/fd/%d" % (pid, fd), os.O_WRONLY)))
+    attempt(lambda: os.close(os.open("/proc/%d/mem" % pid, os.O_RDWR)))
+    attempt(lambda: open("/proc/%d/environ" % pid).read())
+    attempt(lambda: ptrace(pid))
+    if sys.argv[2:] != ["control"]:  # a control run (as root) must not stop the spawner
+        attempt(lambda: os.kill(pid, signal.SIGSTOP))
+print(json.dumps({"targets": len(targets), "tried": tried, "landed": landed, "refusals": sorted(refusals)}))
+"""
+
+# The agent's attempt to use clone-exec itself: a request for root's ids, handed to a copy it
+# runs as itself. Prints the exit status, the stage and errno reported, and what ran.
+_OWN_CLONE = """
+import array, os, socket, struct, subprocess, sys
+sys.path.insert(0, "/opt/caisson")
+from sandbox import clone_request
+ours, theirs = socket.socketpair()
+proc = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
+                        preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
+theirs.close()
+r, w = os.pipe()
+request = clone_request.encode(["id", "-u"], ["/usr/bin/id"], "/", {}, (0, 0, [0]), 0)
+ours.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, w]))])
+os.close(w)
+report = ours.recv(5)
+print(proc.wait(), *struct.unpack("<Bi", report), repr(os.read(r, 100)))
+"""
+
+
+def test_agent_cannot_take_over_a_waiting_clone(box: Client) -> None:
+    """A clone made ahead runs as root until its command arrives: the agent goes for its
+    socket, memory, ptrace, signals and environment, and runs clone-exec itself for root's ids."""
+    daemon = box.call("ping")[0]["pid"]
+    box.run("true", user="agent")  # a session that has run a command keeps two clones ahead
+    tried = landed = 0
+    for confine in (None, DANGEROUS):
+        args = {"confine": confine} if confine else {}
+        result, out = box.call("exec", argv=["python3", "-c", _TAKE_OVER, str(daemon)], user="agent", **args)
+        assert result["exit_code"] == 0, out
+        report = json.loads(out[: result["stdout_len"]])
+        assert report["targets"] >= 2, report  # the spawner and at least one clone
+        assert set(report["refusals"]) <= {"EACCES", "EPERM"}, report  # refused, not missed
+        tried, landed = tried + report["tried"], landed + report["landed"]
+    if box.call("ping")[0]["clone_exec"]:
+        tried += 1
+        result, out, err = box.run(f"python3 -c '{_OWN_CLONE}'", user="agent")
+        assert result["exit_code"] == 0, err
+        code, stage, errno_, output = out.decode().split(maxsplit=3)
+        landed += code != "127" or output.strip() != "b''"
+        assert (stage, errno_) == ("4", "1"), out  # the ids stage, EPERM: nothing ran
+    print(f"waiting clones: {tried} attacks by the agent, {landed} landed")
+    assert landed == 0
+    # The control: as root, the same script reaches them (it can tell reached from refused).
+    result, out = box.call("exec", argv=["python3", "-c", _TAKE_OVER, str(daemon), "control"], user="root")
+    assert result["exit_code"] == 0, out
+    assert json.loads(out[: result["stdout_len"]])["landed"] > 0
+    result, out, _ = box.run("echo still served", user="agent")
+    assert (result["exit_code"], out) == (0, b"still served\n")
 
 
 def test_a_replaced_write_root_is_followed_not_the_old_one(box: Client) -> None:
