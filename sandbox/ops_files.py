@@ -354,23 +354,38 @@ def _set_owner_mode(dirfd: int, name: str, mode: int, ids: Optional[Tuple[int, i
         os.close(fd)
 
 
-def make_dir(res: Resolver, path: str, mode: int, ids: Optional[Tuple[int, int]], parents: bool) -> bool:
+def make_dir(
+    res: Resolver, path: str, mode: int, ids: Optional[Tuple[int, int]], parents: bool, plain: bool = False
+) -> bool:
     """Create ``path`` (and with ``parents`` its missing parents, 0o755), owned by ``ids`` when
-    the daemon acts as itself, else by the acting user. Returns whether ``path`` was created."""
+    the daemon acts as itself, else by the acting user. Returns whether ``path`` was created.
+    ``plain``: refused (NotPlain, nothing made at that level) where a symbolic link leads
+    to the directory it would be made in."""
     try:
         dirfd, name = res.parent(path, follow=False)
     except FileNotFoundError:
         head = os.path.dirname(path.rstrip("/"))
         if not parents or head == path:
             raise
-        make_dir(res, head, 0o755, ids, parents)
+        make_dir(res, head, 0o755, ids, parents, plain)
         dirfd, name = res.parent(path, follow=False)
+    except Outside:
+        if plain:  # only a link leads out of roots the path lies beneath
+            raise NotPlain(path, "is reached through a symbolic link") from None
+        raise
     try:
+        # The kernel's name of the directory opened equals the path asked for only if no
+        # symbolic link was followed on the way (and mkdir below works in that directory).
+        if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
+            raise NotPlain(path, "is reached through a symbolic link")
         try:
             os.mkdir(name, 0o700, dir_fd=dirfd)
         except FileExistsError:
-            if stat.S_ISDIR(os.stat(name, dir_fd=dirfd).st_mode):
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=not plain)
+            if stat.S_ISDIR(st.st_mode):
                 return False  # there already, or created concurrently: fine
+            if plain and stat.S_ISLNK(st.st_mode):
+                raise NotPlain(path, "is a symbolic link") from None
             raise
         _set_owner_mode(dirfd, name, mode, ids)
         return True
@@ -384,7 +399,14 @@ def op_mkdir(args: Dict[str, Any], blob: bytes) -> Reply:
     exist_ok = get(args, "exist_ok", bool, True)
     mode = get_nonneg(args, "mode", 0o755, limit=0o7777)
     owner = owner_ids(args)
+    # Plain: the path as given is the directory, no symbolic link on the way (see ops_write).
+    plain = get(args, "plain", bool, False)
     with fs_access(args) as res:
+        if plain:
+            created = make_dir(res, path, mode, owner, parents, plain=True)
+            if not created and not exist_ok:
+                raise DaemonError("exists", "already exists: %s" % path)
+            return {"created": created}, b""
         fd = _open_or_none(res, path, O_PATH | os.O_NOFOLLOW)
         if fd is not None:
             try:

@@ -100,6 +100,12 @@ class ToolContext:
         policy = self.permissions.policy if self.permissions else _DEFAULT_POLICY
         return is_secret(path, policy.secret_patterns, policy.secret_exceptions) is not None
 
+    def secret_name_globs(self) -> list[str]:
+        """The last component of each of the policy's secret patterns: a file whose name
+        matches none of them (regardless of case) is no secret's."""
+        policy = self.permissions.policy if self.permissions else _DEFAULT_POLICY
+        return sorted({pattern.rstrip("/").rpartition("/")[2] for pattern in policy.secret_patterns})
+
     def tool_state(self, key: str, factory: Callable[[], T]) -> T:
         """The session's state for ``key``, made by ``factory`` on first use."""
         if key not in self.state:

@@ -17,6 +17,7 @@ from runtime.client.models import ExecResult
 from runtime.errors import OpError
 from runtime.policy import Level
 from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from runtime.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, FindReply, glob_regex
 
 if TYPE_CHECKING:
     from runtime.tools.context import ToolContext
@@ -30,6 +31,8 @@ GIT_ENV = {
     "LC_ALL": "C",
 }
 DIFF_MAX = 1024 * 1024
+# Secret files git_diff compares contents with, at most (found below the repository's top).
+SECRET_SCAN_LIMIT = 10_000
 FIELD = "\x1f"
 
 # stderr fragments -> (code, message); first match wins. LC_ALL=C keeps them in English.
@@ -299,6 +302,7 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
         argv += ["--end-of-options", args.ref]
     pathspecs = [args.path] if args.path else []
     secrets = await _secret_files(ctx, repo, argv, pathspecs)
+    secrets += await _holding_secrets(ctx, repo, argv, pathspecs, exclude=secrets)
     if secrets:
         # A diff shows contents: the files a read would refuse stay out of it.
         pathspecs = (pathspecs or [":(top)"]) + [":(top,exclude,literal)" + name for name in secrets]
@@ -339,6 +343,55 @@ async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs:
         for name in others:
             tg.start_soon(check, name)
     return secret + sorted(linked)
+
+
+# git's id of the empty blob: an empty secret file holds nothing to hide.
+EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775a4c8d2e3bf9d1"
+
+
+async def _holding_secrets(
+    ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str], exclude: list[str]
+) -> list[str]:
+    """The files ``diff`` would show whose content, on either side, is a secret file's in the
+    working tree, whatever their names: a hard link to a secret staged and then removed
+    leaves the secret in the index under a harmless name, with no other name left to see."""
+    raw = await git_ok(ctx, repo, diff[0], "--raw", "--no-renames", "--no-abbrev", "-z", *diff[1:], "--", *pathspecs)
+    fields = raw.split("\0")
+    blobs: dict[str, set[str]] = {}
+    for meta, name in zip(fields[0::2], fields[1::2], strict=False):  # ":mode mode old new status", path
+        parts = meta.split()
+        if len(parts) >= 4 and name not in exclude:
+            blobs.setdefault(name, set()).update(parts[2:4])
+    if not blobs:
+        return []
+    secret = await _secret_blobs(ctx, repo)
+    return sorted(name for name, ids in blobs.items() if ids & secret)
+
+
+async def _secret_blobs(ctx: ToolContext, repo: str) -> set[str]:
+    """git's ids of the contents of the secret files below the repository's top, hidden and
+    ignored ones included (hashed as they are: no filter of the repository's runs)."""
+    top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
+    names = "|".join(glob_regex("**/" + glob).pattern for glob in ctx.secret_name_globs())
+    op_args = {
+        "root": top, "regex": f"(?si)(?:{names})", "hidden": True, "no_ignore": True, "globs": [EXCLUDED_DIR],
+        "type_globs": [], "sort": "path", "offset": 0, "limit": SECRET_SCAN_LIMIT, "timeout": FIND_TIMEOUT,
+    }
+    result, _ = await ctx.client.op("find", op_args, timeout=FIND_TIMEOUT + 15)
+    paths = [posixpath.join(top, path) for path, _ in FindReply.model_validate(result).files]
+    paths = [path for path in paths if ctx.is_secret(path) and "\n" not in path]
+    if not paths:
+        return set()
+    # One git per file: a file it cannot read (gone meanwhile, or planted unreadable ahead of
+    # the others) must not end the list, as it would end one `--stdin-paths` run.
+    res = await ctx.client.exec(
+        ["sh", "-c", _HASH_EACH], cwd=top, env=GIT_ENV, stdin="\n".join(paths) + "\n",
+        timeout=FIND_TIMEOUT, stdout_max=64 * len(paths) + 1024,
+    )
+    return set(res.stdout.split()) - {EMPTY_BLOB, "-"}
+
+
+_HASH_EACH = 'while IFS= read -r p; do git hash-object --no-filters -- "$p" 2>/dev/null || echo -; done'
 
 
 class GitCommitInput(RepoInput):

@@ -263,7 +263,13 @@ class PlanStore:
             taken = await self.ids()
             number = int(taken[-1].split("-")[1]) + 1 if taken else 1
             if not taken:  # the directory may be missing, and a plain write makes none
-                await self.ctx.client.mkdir(self.directory)
+                try:
+                    # Plain too: a link planted on the way would have it made in a guarded place.
+                    await self.ctx.client.mkdir(self.directory, plain=True)
+                except OpError as exc:
+                    if exc.code == "not_plain":
+                        raise ToolError("not_plain", f"Cannot make {self.directory}: {exc.message}") from None
+                    raise
             for _ in range(CAS_ATTEMPTS):
                 plan = Plan(f"plan-{number:03d}", title, status, _now(), steps)
                 try:

@@ -316,6 +316,20 @@ def test_mkdir(daemon: Client, ws: Path) -> None:
         assert (ws / "o1").stat().st_uid == 1000 and (ws / "o1" / "o2").stat().st_uid == 1000
 
 
+def test_plain_mkdir_makes_nothing_through_a_link(daemon: Client, ws: Path) -> None:
+    (ws / "guarded").mkdir()
+    os.symlink(str(ws / "guarded"), ws / "parent-link")
+    os.symlink("guarded", ws / "dir-link")
+    os.symlink(str(ws / "guarded" / "new"), ws / "dangling")
+    for path in ("parent-link/a", "parent-link/a/b", "dir-link", "dangling"):
+        assert daemon.error("mkdir", path=str(ws / path), plain=True).code == "not_plain", path
+    assert list((ws / "guarded").iterdir()) == []
+    # Without links it is mkdir -p, and exist_ok still holds.
+    assert daemon.call("mkdir", path=str(ws / "p" / "q"), plain=True)[0] == {"created": True}
+    assert daemon.call("mkdir", path=str(ws / "p" / "q"), plain=True)[0] == {"created": False}
+    assert daemon.error("mkdir", path=str(ws / "p" / "q"), plain=True, exist_ok=False).code == "exists"
+
+
 def test_remove(daemon: Client, ws: Path) -> None:
     (ws / "f").touch()
     (ws / "d" / "e").mkdir(parents=True)

@@ -127,6 +127,38 @@ async def test_git_diffs_leave_secret_files_out(rt: Runtime) -> None:
     assert "+two" in results[0].text and "+two" in results[2].text and "+two" in results[5].text
 
 
+async def test_git_diffs_show_no_secret_left_in_git_under_another_name(rt: Runtime) -> None:
+    """A hard link made to a secret and staged (or committed), then removed, leaves the
+    secret's content in git under a harmless name with no other name in the working tree.
+    git_diff compares contents with the secret files: every diff that would show one leaves
+    that file out, also when a secret-named file the agent cannot read comes first."""
+    async with rt.session(approval_handler=deny) as s:
+        setup = (
+            "cd /workspace && git init -q && git config user.email a@b && git config user.name a && "
+            "printf '.env\\n.env.*\\n' > .gitignore && echo one > notes.txt && git add -A && git commit -qm first && "
+            f"echo 'KEY={TOKEN}' > .env && echo decoy > .env.aaa && chmod 000 .env.aaa && "
+            "ln .env committed.txt && git add committed.txt && git commit -qm second && rm committed.txt && "
+            "ln .env harmless.txt && git add harmless.txt && rm harmless.txt && echo two > notes.txt"
+        )
+        result = await s.exec(setup, user=s.config.agent_user, timeout=30)
+        assert result.exit_code == 0, result.stderr
+        attempts = [
+            {"cwd": "/workspace"},
+            {"cwd": "/workspace", "staged": True},
+            {"cwd": "/workspace", "ref": "HEAD"},
+            {"cwd": "/workspace", "ref": "HEAD~1"},
+            {"cwd": "/workspace", "path": "harmless.txt", "staged": True},
+            {"cwd": "/workspace", "path": "committed.txt"},
+            {"cwd": "/workspace", "path": "*.txt", "ref": "HEAD~1", "staged": True},
+        ]
+        results = [await s.call("git_diff", args) for args in attempts]
+    leaked = [args for args, r in zip(attempts, results, strict=True) if TOKEN in r.text]
+    print(f"{len(attempts)} git diffs of a secret staged and committed through removed hard links, {len(leaked)} leaked")
+    assert leaked == []
+    assert all(r.ok for r in results), [r.text for r in results]
+    assert "+two" in results[0].text and "+two" in results[3].text  # ordinary changes still show
+
+
 async def test_edits_are_no_oracle_for_a_secret(rt: Runtime) -> None:
     """An edit reads the file to match its text: were it allowed, "found" against "not found"
     (and any diff shown) would spell the secret out guess by guess. Right and wrong guesses,

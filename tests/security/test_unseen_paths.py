@@ -71,3 +71,28 @@ async def test_a_plan_is_never_written_through_a_link(rt: Runtime) -> None:
     print(f"plan created through a link to a hook: {r.ok} ({r.text[:120]}); hook exists: {hook.exit_code == 0}")
     assert hook.exit_code != 0
     assert not r.ok and r.error is not None and r.error.code == "not_plain"
+
+
+async def test_the_plans_directory_is_never_made_through_a_link(rt: Runtime) -> None:
+    """The plans directory (or its parent) planted as a link into .git: making it for the
+    first plan is refused, and nothing is made in .git."""
+    plants = {
+        "its parent": "ln -s /workspace/.git/hooks /workspace/.agent-air",
+        "itself": f"mkdir -p /workspace/.agent-air && ln -s /workspace/.git/hooks {PLANS}",
+        "itself, dangling": f"mkdir -p /workspace/.agent-air && ln -s /workspace/.git/hooks/plans {PLANS}",
+        "its parent, relative": "ln -s .git/info /workspace/.agent-air",
+    }
+    made = 0
+    answers: dict[str, str] = {}
+    for what, plant in plants.items():
+        async with rt.session(profile="agent-air", approval_handler=deny) as s:
+            setup = f"cd /workspace && git init -q && find .git -type d | sort > /tmp/before && {plant}"
+            assert (await s.exec(setup, user=s.config.agent_user)).exit_code == 0
+            r = await s.call("markdown_plan", {"title": "x", "steps": [{"description": "step"}]})
+            after = await s.exec("cd /workspace && find .git -type d | sort | diff /tmp/before - >/dev/null")
+        made += after.exit_code != 0
+        answers[what] = r.error.code if r.error is not None else "created"
+    print(f"plans directory planted as a link into .git, {len(plants)} ways: {made} directories made there; {answers}")
+    assert made == 0
+    assert set(answers.values()) == {"not_plain"}
+
