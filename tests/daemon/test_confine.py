@@ -170,25 +170,6 @@ def test_agent_cannot_reach_the_daemons_descriptors(box: Client) -> None:
     assert box.call("ping")[0]["pid"] == pid  # the channel still carries only frames
 
 
-# The agent's attempt to use clone-exec itself: a request for root's ids, handed to a copy it
-# runs as itself. Printed: the exit status, the stage and errno it reports, what ran.
-_OWN_CLONE = """
-import array, os, socket, struct, subprocess, sys
-sys.path.insert(0, "/opt/caisson")
-from sandbox import clone_request
-ours, theirs = socket.socketpair()
-proc = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
-                        preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
-theirs.close()
-r, w = os.pipe()
-request = clone_request.encode(["id", "-u"], ["/usr/bin/id"], "/", {}, (0, 0, [0]), 0)
-ours.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, w]))])
-os.close(w)
-report = ours.recv(5)
-print(proc.wait(), *struct.unpack("<Bi", report), repr(os.read(r, 100)))
-"""
-
-
 # Run by the agent: every root process the daemon keeps waiting (the spawner, the clones made
 # ahead), found at that moment from /proc, and attacked through its descriptors (each number a
 # socket could have), its memory, ptrace, its signals and its environment. Prints a report.
