@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Floors from the top (interfaces) down to the leaves; a module may import its own floor or lower.
 LAYERS: list[tuple[str, ...]] = [
-    ("runtime.interfaces", "runtime.bench", "runtime.integrations", "runtime.server", "runtime.remote"),
+    ("runtime.interfaces",),
+    ("runtime.bench", "runtime.integrations", "runtime.server", "runtime.remote"),
+    ("runtime.mcp_tools",),
     ("runtime", "runtime.runtime"),
     ("runtime.session",),
     ("runtime.dispatch",),
