@@ -1,17 +1,16 @@
 /* clone-exec: the spawner and its clones as a small static program.
  *
- * spawner.py describes the scheme; this is the native form of its two processes. The
+ * spawner.py describes the scheme; this is the native form of its spawner and clones. The
  * Python forms are copies of the daemon's interpreter: making a clone copies its page
  * tables, and a clone's execve must first tear that copy down. These are a few pages, and
  * a command's set-up runs as native code, so the daemon's wait for a command is one short
  * execve.
  *
- * "clone-exec spawner", fd 3 the daemon's socket: for each byte read, make a clone (the
- * daemon's child, by CLONE_PARENT) and send the daemon its pid and errno (two 32-bit
- * little-endian integers; errno 0: made) with the daemon's end of the clone's socket as
- * SCM_RIGHTS; ENOSYS where the kernel ignores CLONE_PARENT (gVisor).
- *
- * "clone-exec", fd 3 a clone's socket (a clone the daemon forked itself): wait there.
+ * Run with fd 3 the daemon's socket: for each byte read, make a clone (the daemon's child,
+ * by CLONE_PARENT) and send the daemon its pid and errno (two 32-bit little-endian
+ * integers; errno 0: made) with the daemon's end of the clone's socket as SCM_RIGHTS;
+ * ENOSYS where the kernel ignores CLONE_PARENT (gVisor: the daemon then forks clones in
+ * Python itself, since a fork is on each command's path there anyway).
  *
  * A clone receives one request (clone_request.py has the format) with the command's
  * descriptors as SCM_RIGHTS, sets it up and execs it. It answers nothing (end of file when
@@ -81,12 +80,12 @@ static char **strings(char **at, char *end, uint32_t n) {
     return list;
 }
 
-/* A clone: what needs no request first, then wait for the command on SOCK, set it up and
- * exec it, or report the failing stage. Never returns. */
+/* A clone, its socket on SOCK: what needs no request first, then wait for the command,
+ * set it up and exec it, or report the failing stage. Never returns. */
 static void clone_main(int devnull) {
     if (fcntl(SOCK, F_SETFD, FD_CLOEXEC) != 0)
         fail(STAGE_SETUP, errno);
-    (void)setsid(); /* EPERM: a clone the daemon forked may lead its session already */
+    (void)setsid();
     /* The OOM killer's first choice is agent work, never the daemon (raising one's own
      * score needs no privilege; the file may be missing in some sandboxes). */
     int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -255,12 +254,10 @@ static void spawner_main(int devnull) {
     _exit(0);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull < 0)
         _exit(127);
-    if (argc > 1 && strcmp(argv[1], "spawner") == 0)
-        spawner_main(devnull);
-    clone_main(devnull);
-    return 127;
+    spawner_main(devnull);
+    return 0;
 }

@@ -13,7 +13,9 @@ Where the image carries clone-exec (a small static program built from clone_exec
 spawner execs it at once: it then clones a process of a few pages, not a copy of the
 daemon's interpreter, and each clone sets its command up in native code, so the daemon's
 wait for a command is one short execve. Without it (no C compiler on the host that made
-the image, or another architecture) the same steps run in Python.
+the image, or another architecture) the same steps run in Python, and so do the clones
+the daemon forks itself where the kernel ignores CLONE_PARENT (gVisor): there the fork is
+on each command's path anyway, and an exec of clone-exec on top of it would only add one.
 
 Daemon to spawner: one byte, "make the next clone". Spawner to daemon: the clone's pid and
 errno (0: made), and the daemon's end of the clone's socket as SCM_RIGHTS. Daemon to a
@@ -48,7 +50,7 @@ AHEAD = 2
 # The native waiting half of a clone, where the image has one (see above).
 CLONE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clone-exec")
 HAS_CLONE_EXEC = os.access(CLONE_EXEC, os.X_OK)
-# The descriptor a clone's socket takes in clone-exec.
+# The descriptor the daemon's socket takes in clone-exec.
 CLONE_EXEC_SOCKET = 3
 
 # Marker groups: far above any group an image defines.
@@ -246,7 +248,7 @@ def _serve(sock: socket.socket, daemon: int) -> None:
         return
     devnull = _shed_daemon(sock.fileno())
     if HAS_CLONE_EXEC:
-        _become_clone_exec(sock, "spawner")
+        _become_clone_exec(sock)
     while sock.recv(1):
         try:
             pid, theirs = _prepare(devnull)
@@ -333,16 +335,16 @@ def _environ(entries: List[bytes]) -> Dict[bytes, bytes]:
     return {name: value for name, _, value in (entry.partition(b"=") for entry in entries)}
 
 
-def _become_clone_exec(sock: socket.socket, *mode: str) -> None:
-    """Exec clone-exec (``mode``: none for a clone, "spawner") with ``sock`` as its
-    descriptor 3; returns only if it cannot run here (then the caller goes on in Python)."""
+def _become_clone_exec(sock: socket.socket) -> None:
+    """Exec clone-exec, the native spawner, with the daemon's socket as its descriptor 3;
+    returns only if it cannot run here (then the spawner goes on in Python)."""
     fd = sock.fileno()
     if fd == CLONE_EXEC_SOCKET:
         os.set_inheritable(fd, True)
     else:
         os.dup2(fd, CLONE_EXEC_SOCKET)  # the copy is inherited; the original closes on exec
     try:
-        os.execve(CLONE_EXEC, [CLONE_EXEC, *mode], {})
+        os.execve(CLONE_EXEC, [CLONE_EXEC], {})
     except OSError:
         if fd != CLONE_EXEC_SOCKET:
             os.close(CLONE_EXEC_SOCKET)
@@ -354,8 +356,6 @@ def _child(sock: socket.socket, devnull: int) -> None:
     """In the clone: what needs no request first, then wait for the command, set it up and
     exec it, or report the failing stage. Never returns."""
     stage, err = STAGE_SETUP, errno.EINVAL
-    if HAS_CLONE_EXEC:
-        _become_clone_exec(sock)
     try:
         os.setsid()
         # The OOM killer's first choice is agent work, never the daemon (raising one's own

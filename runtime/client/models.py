@@ -24,7 +24,8 @@ class DaemonInfo(_Reply):
     uid: int
     # The kernel's Landlock ABI as seen in the container; 0 = commands cannot be confined.
     landlock: int = 0
-    # Whether commands start through clone-exec, the daemon's native clone helper.
+    # Whether the daemon has clone-exec, its native spawner (used where the kernel honours
+    # CLONE_PARENT: not under gVisor, whose clones the daemon forks itself).
     clone_exec: bool = False
 
 

@@ -1,10 +1,11 @@
-"""clone-exec, the daemon's native clone helper, and the request format it shares with the
-Python clones: both read the same requests alike, and both refuse a malformed one before
-anything runs.
+"""clone-exec, the daemon's native spawner and clones, and the request format its clones
+share with the Python ones: both read the same requests alike, and both refuse a malformed
+one before anything runs.
 
-The native tests run the helper compiled from this checkout on the host, as a clone, with
-a socket on its descriptor 3; the daemon fixtures (``box``) run every container test of
-this folder once with it and once without.
+The native tests run the spawner compiled from this checkout on the host, as the daemon
+does (its socket on descriptor 3): the test asks it for a clone, which becomes the test's
+own child, and hands that clone a request. The daemon fixtures (``box``) run every
+container test of this folder once with clone-exec and once without.
 """
 
 from __future__ import annotations
@@ -51,19 +52,30 @@ def pipes() -> Iterator[tuple[int, int, int, int]]:
 
 
 def run_clone(helper: Path, framed: bytes, fds: list[int]) -> tuple[int, bytes]:
-    """Hand ``framed`` and ``fds`` to clone-exec as the daemon does; its exit status and its
-    report (empty: it exec'd the command)."""
+    """Have clone-exec make a clone and hand it ``framed`` and ``fds`` as the daemon does; the
+    clone's exit status and its report (empty: it exec'd the command)."""
     ours, theirs = socket.socketpair()
-    proc = subprocess.Popen(
+    spawner = subprocess.Popen(
         [str(helper)], close_fds=False, preexec_fn=lambda: os.dup2(theirs.fileno(), 3)
     )
     theirs.close()
-    ours.sendmsg([framed], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-    report = b""
-    while chunk := ours.recv(64):
-        report += chunk
-    ours.close()
-    return proc.wait(timeout=10), report
+    try:
+        ours.send(b"n")
+        made, ancillary, _, _ = ours.recvmsg(8, socket.CMSG_SPACE(4))
+        pid, err = struct.unpack("<ii", made)
+        assert err == 0, os.strerror(err)
+        [(_, _, data)] = ancillary
+        clone = socket.socket(fileno=array.array("i", data)[0])
+    finally:
+        ours.close()  # the spawner exits at end of file
+        spawner.wait(timeout=10)
+    with clone:
+        clone.sendmsg([framed], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        report = b""
+        while chunk := clone.recv(64):
+            report += chunk
+    _, status = os.waitpid(pid, 0)  # CLONE_PARENT: the clone is this process's child
+    return os.waitstatus_to_exitcode(status), report
 
 
 def frame(payload: bytes) -> bytes:

@@ -216,15 +216,19 @@ import array, os, socket, struct, subprocess, sys
 sys.path.insert(0, "/opt/caisson")
 from sandbox import clone_request
 ours, theirs = socket.socketpair()
-proc = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
-                        preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
+spawner = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
+                           preexec_fn=lambda: os.dup2(theirs.fileno(), 3))
 theirs.close()
+ours.send(b"n")
+made, ancillary, _, _ = ours.recvmsg(8, socket.CMSG_SPACE(4))
+pid, _ = struct.unpack("<ii", made)
+clone = socket.socket(fileno=array.array("i", ancillary[0][2])[0])
 r, w = os.pipe()
 request = clone_request.encode(["id", "-u"], ["/usr/bin/id"], "/", {}, (0, 0, [0]), 0)
-ours.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, w]))])
+clone.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w, w]))])
 os.close(w)
-report = ours.recv(5)
-print(proc.wait(), *struct.unpack("<Bi", report), repr(os.read(r, 100)))
+report = clone.recv(5)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), *struct.unpack("<Bi", report), repr(os.read(r, 100)))
 """
 
 
