@@ -48,14 +48,22 @@ def binary() -> bytes | None:
     if compiler is None:
         log.warning("no C compiler: sandboxes run without clone-exec (slower commands); install gcc to add it")
         return None
+    try:
+        return _compile(compiler, target)
+    except OSError as exc:  # the cache cannot be written, for one
+        log.warning("cannot compile clone-exec; sandboxes run without it", reason=str(exc))
+        return None
+
+
+def _compile(compiler: str, target: Path) -> bytes | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = Path(tmp) / NAME
         cmd = [compiler, "-O2", "-static", "-s", "-o", str(out), str(SOURCE)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("cannot compile clone-exec; sandboxes run without it", reason=str(exc))
+        except subprocess.TimeoutExpired:
+            log.warning("compiling clone-exec took too long; sandboxes run without it", seconds=COMPILE_TIMEOUT)
             return None
         if proc.returncode != 0:
             # Usually the static C library is missing (Debian: libc6-dev).

@@ -1,0 +1,48 @@
+"""clone-exec as the host builds it: compiled once into the user's cache, and left out (with
+a warning, sandboxes still starting) where it cannot be compiled."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.docker import clone_exec
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    clone_exec.binary.cache_clear()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    yield
+    clone_exec.binary.cache_clear()
+
+
+def test_compiled_once_into_the_cache(tmp_path: Path) -> None:
+    data = clone_exec.binary()
+    assert data is not None and data[:4] == b"\x7fELF"
+    [cached] = (tmp_path / "cache" / "caisson").iterdir()
+    assert cached.read_bytes() == data and os.access(cached, os.X_OK)
+    clone_exec.binary.cache_clear()
+    os.utime(cached, (0, 0))
+    assert clone_exec.binary() == data and cached.stat().st_mtime == 0  # taken from the cache, not rebuilt
+
+
+def test_without_a_working_compiler_there_is_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert clone_exec.binary() is None
+    clone_exec.binary.cache_clear()
+    failing = tmp_path / "failing-cc"
+    failing.write_text("#!/bin/sh\necho 'cannot find -lc' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CC", str(failing))
+    assert clone_exec.binary() is None
+
+
+def test_an_unwritable_cache_means_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert clone_exec.binary() is None
