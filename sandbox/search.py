@@ -217,8 +217,11 @@ def _line_text(raw: str) -> List[str]:
 # ---------------------------------------------------------------- ripgrep
 
 
-def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool, bool]:
-    """Run ripgrep in ``root``; its stdout, whether it timed out, whether output was cut."""
+def _run_rg(
+    q: _Query, rg: str, paths: Optional[List[str]], each: Optional[Callable[[bytes], None]] = None
+) -> Tuple[bytes, bool, bool]:
+    """Run ripgrep in ``root``; its stdout, whether it timed out, whether output was cut
+    (``each``: handed whole lines of it while ripgrep runs, as ``_spawn`` does)."""
     if paths is not None:
         # ripgrep searches a file it is given by name even when it holds a NUL byte.
         paths = [p for p in paths if not _has_nul(q, p)]
@@ -240,7 +243,7 @@ def _run_rg(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[bytes, bool
         # drops every file with a NUL byte.
         argv += ["--count", "--null"]
     argv += ["-e", q.pattern, "--"] + (paths if paths is not None else ["."])
-    return _spawn(argv, q.root_fd, q.user, q.timeout, b"\n")
+    return _spawn(argv, q.root_fd, q.user, q.timeout, b"\n", each)
 
 
 def _spawn(
@@ -336,10 +339,12 @@ def _rg_counts(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
 
 def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
     """Content mode: the hits of each file that has some."""
-    out, timed_out, cut = _run_rg(q, rg, paths)
     if q.multiline:
+        out, timed_out, cut = _run_rg(q, rg, paths)
         return _rg_json(q, out), timed_out, cut
-    return _rg_text(q, out), timed_out, cut
+    records = _TextRecords(q)
+    _, timed_out, cut = _run_rg(q, rg, paths, records.feed)
+    return records.finish(), timed_out, cut
 
 
 def _keep(q: _Query, found: Dict[str, _FileHits], path: str, hits: _FileHits, binary: bool, capped: bool) -> None:
@@ -349,28 +354,43 @@ def _keep(q: _Query, found: Dict[str, _FileHits], path: str, hits: _FileHits, bi
         found[path] = hits
 
 
-def _rg_text(q: _Query, out: bytes) -> Dict[str, _FileHits]:
-    """Records are kept raw and decoded only if they make it into the result."""
-    found: Dict[str, _FileHits] = {}
-    current: Optional[_FileHits] = None
-    name = b""
-    binary = False
-    for record in out.split(b"\n"):
-        record_name, sep, rest = record.partition(b"\0")
-        if not sep:
-            # Not a match but ripgrep's note that it met a NUL byte after printing matches.
-            binary = binary or bool(record)
-            continue
-        if current is None or record_name != name:
-            if current is not None:
-                _keep(q, found, _relative(name.decode("utf-8", "surrogateescape")), current, binary, True)
-            current, name, binary = _FileHits(), record_name, False
-        current.count += 1
-        if current.count <= q.per_file + 1:
-            current.raw.append(rest)
-    if current is not None:
-        _keep(q, found, _relative(name.decode("utf-8", "surrogateescape")), current, binary, True)
-    return found
+class _TextRecords:
+    """Content mode's "path\0line:column:text" records, taken in batches of whole lines while
+    ripgrep still runs (a file's lines come together). Records are kept raw and decoded only
+    if they make it into the result."""
+
+    def __init__(self, q: _Query) -> None:
+        self.q = q
+        self.found: Dict[str, _FileHits] = {}
+        self.current: Optional[_FileHits] = None
+        self.name = b""
+        self.binary = False
+
+    def feed(self, lines: bytes) -> None:
+        q = self.q
+        for record in lines.split(b"\n"):
+            record_name, sep, rest = record.partition(b"\0")
+            if not sep:
+                # Not a match but ripgrep's note that it met a NUL byte after printing matches.
+                self.binary = self.binary or bool(record)
+                continue
+            current = self.current
+            if current is None or record_name != self.name:
+                self._close_file()
+                current = self.current = _FileHits()
+                self.name, self.binary = record_name, False
+            current.count += 1
+            if current.count <= q.per_file + 1:
+                current.raw.append(rest)
+
+    def finish(self) -> Dict[str, _FileHits]:
+        self._close_file()
+        return self.found
+
+    def _close_file(self) -> None:
+        if self.current is not None:
+            _keep(self.q, self.found, _relative(self.name.decode("utf-8", "surrogateescape")), self.current, self.binary, True)
+            self.current = None
 
 
 def _rg_json(q: _Query, out: bytes) -> Dict[str, _FileHits]:

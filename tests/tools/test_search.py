@@ -359,3 +359,29 @@ async def test_glob_over_a_listing_that_arrives_in_many_pieces(shared_session: S
     assert (total, timed_out) == (6000, False)
     assert [mtime for _, mtime in files] == [float(i) for i in range(5999, -1, -1)]  # newest first, none twice
     assert (total, files, timed_out) == await find_files(shared_session.tool_context(), root, "**/*.py", args, "python")
+
+
+async def test_grep_content_over_output_that_arrives_in_many_pieces(shared_session: Session) -> None:
+    """The daemon parses ripgrep's lines while it still searches: 4,000 files of long matching
+    lines (far more than a pipe holds), some with a NUL byte far after their matches (ripgrep
+    notes it after printing them), come out as the Python engine finds them, every file once,
+    binary ones left out."""
+    root = f"/workspace/grep-pieces-{uuid.uuid4().hex[:8]}"
+    make = (
+        "import os, sys\n"
+        "root = sys.argv[1]\n"
+        "for i in range(4000):\n"
+        "    d = os.path.join(root, 'd%02d' % (i % 30))\n"
+        "    os.makedirs(d, exist_ok=True)\n"
+        "    text = ''.join('needle %d %s\\n' % (n, 'ü' * 60) for n in range(3))\n"
+        "    tail = 'x' * 300_000 + '\\0binary\\n' if i % 97 == 0 else 'plain\\n'\n"
+        "    open(os.path.join(d, 'f%04d.txt' % i), 'w').write(text + tail)\n"
+    )
+    result = await shared_session.exec(["python3", "-c", make, root], timeout=120)
+    assert result.exit_code == 0, result.stderr
+    args = GrepInput(pattern="needle", path=root, output_mode="content", limit=100_000)
+    _, rg = await run_search(shared_session.tool_context(), args, "rg")
+    _, py = await run_search(shared_session.tool_context(), args, "python")
+    assert (rg.engine, py.engine) == ("rg", "python")
+    assert len(rg.files) == 4000 - len(range(0, 4000, 97))  # each text file once, no binary one
+    assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})
