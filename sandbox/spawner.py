@@ -26,6 +26,7 @@ nothing (end of file when exec closed the socket), or the stage that failed and 
 import array
 import contextlib
 import errno
+import fcntl
 import gc
 import itertools
 import os
@@ -47,7 +48,7 @@ MAX_FDS = 5
 # the older clone. An idle session keeps one.
 AHEAD = 2
 
-# The native waiting half of a clone, where the image has one (see above).
+# The native spawner, where the image has one (see above).
 CLONE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clone-exec")
 HAS_CLONE_EXEC = os.access(CLONE_EXEC, os.X_OK)
 # The descriptor the daemon's socket takes in clone-exec.
@@ -274,7 +275,13 @@ def _shed_daemon(keep: int) -> int:
         if fd > 2 and fd != keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
-    return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        # Above the descriptor clone-exec's socket takes, which _become_clone_exec overwrites
+        # (and closes again where the exec fails).
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, CLONE_EXEC_SOCKET + 1)
+    finally:
+        os.close(fd)
 
 
 def _receive(sock: socket.socket) -> Tuple[bytes, List[int]]:

@@ -198,14 +198,19 @@ def sandbox_image() -> str:
 
 
 def start_container_daemon(
-    tmp_path: Path, env: dict[str, str] | None = None, name: str | None = None, *, clone_exec: bool = True
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
+    *,
+    clone_exec: bool = True,
+    helper: bytes | None = None,
 ) -> Client:
     """The daemon of this checkout as PID 2 of a hardened container of the sandbox image.
 
     The checkout's ``sandbox`` package is mounted over the image's copy, so the code under
     test is the working tree's, with clone-exec compiled from its source (``clone_exec``
-    False: without it, so clones work in Python). The container is removed when the daemon
-    exits.
+    False: without it, so clones work in Python; ``helper``: these bytes in its place). The
+    container is removed when the daemon exits.
     """
     mark = uuid.uuid4().hex
     name = name or "caisson-daemon-test-" + mark[:12]
@@ -215,7 +220,7 @@ def start_container_daemon(
     package = tmp_path / f"sandbox-{mark[:12]}"  # a copy: the checkout's folder has no room for the helper
     shutil.copytree(ROOT / "sandbox", package, ignore=shutil.ignore_patterns("__pycache__"))
     if clone_exec:
-        helper = clone_exec_binary()
+        helper = helper if helper is not None else clone_exec_binary()
         assert helper is not None, "clone-exec did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
         (package / "clone-exec").write_bytes(helper)
         (package / "clone-exec").chmod(0o755)

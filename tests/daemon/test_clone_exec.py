@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_client import clone_exec_binary
+from daemon_client import clone_exec_binary, start_container_daemon
 
 from sandbox import clone_request
 from sandbox.errors import DaemonError
@@ -158,3 +158,21 @@ def test_a_request_longer_than_any_daemon_sends_is_refused(helper: Path, pipes: 
     code, report = run_clone(helper, clone_request.LENGTH.pack(1 << 31) + b"\0" * 64, list(pipes[2:]))
     assert code == 127
     assert struct.unpack("<Bi", report) == (STAGE_SETUP, errno.EINVAL)
+
+
+@pytest.mark.parametrize("helper", [b"\0\0\0\0 no program", b"#!/no/such/interpreter\n"])
+def test_a_helper_that_cannot_run_leaves_the_python_clones_working(tmp_path: Path, helper: bytes) -> None:
+    """A clone-exec of another architecture (or otherwise not runnable here): the spawner
+    stays Python, and commands, confined ones and their errors, work as without it."""
+    box = start_container_daemon(tmp_path, helper=helper)
+    try:
+        box.result(box.send("ping"), timeout=120)
+        for _ in range(3):
+            result, out = box.call("exec", command="echo alive; id -u; readlink /proc/self/fd/0", user="agent")
+            assert (result["exit_code"], out[: result["stdout_len"]]) == (0, b"alive\n1000\n/dev/null\n")
+        result, _ = box.call("exec", command="touch /workspace/x", user="agent", confine={"level": "safe"})
+        assert result["exit_code"] != 0
+        assert box.error("exec", argv=["no-such-program-here"]).code == "command_not_found"
+    finally:
+        assert box.close() == 0, box.stderr()
+

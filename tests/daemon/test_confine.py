@@ -153,6 +153,8 @@ def test_commands_hold_only_their_own_stdio(box: Client) -> None:
         # exec too: the command lists its own descriptors (3 is ls's own directory handle).
         _, out, _ = box.run("ls /proc/self/fd", user="agent")
         assert out.split() == [b"0", b"1", b"2", b"3"]
+        _, out, _ = box.run("readlink /proc/self/fd/0", user="agent")
+        assert out == b"/dev/null\n"  # a command given no stdin reads nothing, from nowhere
     finally:
         box.call("task_signal", task_id=task["task_id"])
         box.call("task_signal", task_id=confined["task_id"])
