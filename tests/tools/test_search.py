@@ -338,22 +338,27 @@ async def test_image_without_ripgrep_uses_the_python_engine(
         assert r.ok and r.data["total"] > 0
 
 
+async def make_files(session: Session, name: str, count: int, body: str) -> str:
+    """A new directory below /workspace where ``body`` (Python, with ``os``, ``root`` and ``i``)
+    ran once for each i in range(count); its path."""
+    root = f"/workspace/{name}-{uuid.uuid4().hex[:8]}"
+    loop = "".join("    " + line + "\n" for line in body.splitlines())
+    script = f"import os, sys\nroot = sys.argv[1]\nfor i in range({count}):\n{loop}"
+    result = await session.exec(["python3", "-c", script, root], timeout=120)
+    assert result.exit_code == 0, result.stderr
+    return root
+
+
 async def test_glob_over_a_listing_that_arrives_in_many_pieces(shared_session: Session) -> None:
     """The daemon takes ripgrep's names while it still walks: 6,000 long names (far more than
     a pipe holds) must come out whole, each once, as the Python engine lists them."""
-    root = f"/workspace/pieces-{uuid.uuid4().hex[:8]}"
-    make = (
-        "import os, sys\n"
-        "root = sys.argv[1]\n"
-        "for i in range(6000):\n"
-        "    d = os.path.join(root, 'd%02d' % (i % 40), 'ü' * 20 + '-%04d' % i)\n"
-        "    os.makedirs(d, exist_ok=True)\n"
-        "    p = os.path.join(d, 'name-with-some-length-%04d.py' % i)\n"
-        "    open(p, 'w').close()\n"
-        "    os.utime(p, (i, i))\n"
-    )
-    result = await shared_session.exec(["python3", "-c", make, root], timeout=120)
-    assert result.exit_code == 0, result.stderr
+    root = await make_files(shared_session, "pieces", 6000, (
+        "d = os.path.join(root, 'd%02d' % (i % 40), 'ü' * 20 + '-%04d' % i)\n"
+        "os.makedirs(d, exist_ok=True)\n"
+        "p = os.path.join(d, 'name-with-some-length-%04d.py' % i)\n"
+        "open(p, 'w').close()\n"
+        "os.utime(p, (i, i))\n"
+    ))
     args = GlobInput(pattern="**/*.py", limit=10000)
     total, files, timed_out = await find_files(shared_session.tool_context(), root, "**/*.py", args, "rg")
     assert (total, timed_out) == (6000, False)
@@ -366,19 +371,13 @@ async def test_grep_content_over_output_that_arrives_in_many_pieces(shared_sessi
     lines (far more than a pipe holds), some with a NUL byte far after their matches (ripgrep
     notes it after printing them), come out as the Python engine finds them, every file once,
     binary ones left out."""
-    root = f"/workspace/grep-pieces-{uuid.uuid4().hex[:8]}"
-    make = (
-        "import os, sys\n"
-        "root = sys.argv[1]\n"
-        "for i in range(4000):\n"
-        "    d = os.path.join(root, 'd%02d' % (i % 30))\n"
-        "    os.makedirs(d, exist_ok=True)\n"
-        "    text = ''.join('needle %d %s\\n' % (n, 'ü' * 60) for n in range(3))\n"
-        "    tail = 'x' * 300_000 + '\\0binary\\n' if i % 97 == 0 else 'plain\\n'\n"
-        "    open(os.path.join(d, 'f%04d.txt' % i), 'w').write(text + tail)\n"
-    )
-    result = await shared_session.exec(["python3", "-c", make, root], timeout=120)
-    assert result.exit_code == 0, result.stderr
+    root = await make_files(shared_session, "grep-pieces", 4000, (
+        "d = os.path.join(root, 'd%02d' % (i % 30))\n"
+        "os.makedirs(d, exist_ok=True)\n"
+        "text = ''.join('needle %d %s\\n' % (n, 'ü' * 60) for n in range(3))\n"
+        "tail = 'x' * 300_000 + '\\0binary\\n' if i % 97 == 0 else 'plain\\n'\n"
+        "open(os.path.join(d, 'f%04d.txt' % i), 'w').write(text + tail)\n"
+    ))
     args = GrepInput(pattern="needle", path=root, output_mode="content", limit=100_000)
     _, rg = await run_search(shared_session.tool_context(), args, "rg")
     _, py = await run_search(shared_session.tool_context(), args, "python")
