@@ -15,7 +15,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Optional, Set, Tuple
 
 from . import __version__, cancel, listen, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
 from .errors import DaemonError, from_oserror
@@ -155,20 +155,20 @@ class Watchdog:
             if self.expires is not None:
                 if now_wall >= self.expires:
                     log.info("session expired; exiting")
-                    shutdown(0)
+                    shutdown(0, "the session expired (its ttl passed)")
                 wait = min(wait, self.expires - now_wall)
             if self.idle_timeout is not None:
                 with self._lock:
                     idle_for = 0.0 if self._inflight else now - self.last_activity
                 if idle_for >= self.idle_timeout:
                     log.info("idle for %.1f s; exiting", idle_for)
-                    shutdown(0)
+                    shutdown(0, "the session was idle for %.1f s (its idle_timeout)" % idle_for)
                 wait = min(wait, self.idle_timeout - idle_for)
             if self.grace is not None:
                 gone_for = now_wall - self._controller_seen()
                 if gone_for >= self.grace:
                     log.info("no controller for %.1f s; exiting", gone_for)
-                    shutdown(0)
+                    shutdown(0, "no controller was seen for %.1f s (its grace)" % gone_for)
                 wait = min(wait, 1.0)
             time.sleep(max(wait, 0.05))  # a timer thread, off every request's path
 
@@ -205,12 +205,33 @@ class Server:
         self.exit_when_unheard = exit_when_unheard
         self._write_lock = threading.Lock()
         self._dead = False
+        with _servers_lock:
+            _servers.add(self)
 
     def retire(self) -> None:
         """Write nothing more: the caller is about to close the descriptor, whose number
         may then name another file."""
         with self._write_lock:
             self._dead = True
+        with _servers_lock:
+            _servers.discard(self)
+
+    def farewell(self, reason: str) -> None:
+        """Tell this connection's controller why the daemon exits (an ``exit`` event, id 0),
+        so that the host can say so once it finds the stream gone. Never blocks the exit: a
+        host that reads nothing, or a lock held by the thread a signal interrupted, is skipped."""
+        if not self._write_lock.acquire(timeout=FAREWELL_WAIT):
+            return
+        try:
+            if self._dead:
+                return
+            frame = encode_frame({"id": 0, "event": "exit", "data": {"reason": reason}})
+            os.set_blocking(self.out_fd, False)
+            os.write(self.out_fd, frame)  # a small frame goes whole or not at all
+        except OSError:
+            pass
+        finally:
+            self._write_lock.release()
 
     def reply(self, header: Dict[str, Any], blob: bytes = b"") -> None:
         try:
@@ -310,11 +331,20 @@ class Server:
 
 
 _shutdown_lock = threading.Lock()
+# Every connection's server, told why the daemon exits (Server.farewell).
+_servers: Set["Server"] = set()
+_servers_lock = threading.Lock()
+FAREWELL_WAIT = 0.2
 
 
-def shutdown(code: int) -> None:
-    """Kill every process we started (and their orphans), drop staging files, exit."""
+def shutdown(code: int, reason: str = "") -> None:
+    """Tell each controller why (``reason``), kill every process we started (and their
+    orphans), drop staging files, exit."""
     with _shutdown_lock:
+        with _servers_lock:
+            servers = list(_servers)
+        for server in servers:
+            server.farewell(reason or "it exited with status %d" % code)
         try:
             killed = proctable.shutdown()
             ops_write.discard_uploads()
@@ -365,7 +395,9 @@ def main() -> int:
     _prepare_workspace()
     proctable.start()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda num, frame: shutdown(128 + num))
+        signal.signal(
+            signum, lambda num, frame: shutdown(128 + num, "it was stopped by %s" % signal.Signals(num).name)
+        )
 
     ops = build_ops()
     log.info(

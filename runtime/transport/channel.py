@@ -34,6 +34,8 @@ EventHandler = Callable[[str, dict[str, Any], bytes], None]
 PARTIAL_FRAME_DEADLINE = 1.5
 # How long a cancelled call may spend telling the daemon to stop its work.
 CANCEL_SEND_DEADLINE = 1.0
+# How long a call that could not write may read what a gone daemon left in the stream.
+LEFTOVER_DEADLINE = 0.2
 
 
 class ByteTransport(Protocol):
@@ -71,6 +73,8 @@ class Channel:
         self._pending: dict[int, _Pending] = {}
         self._failure: SessionError | None = None
         self._reading = False
+        # Why the daemon said it exits (its ``exit`` event), for the error once it is gone.
+        self._last_words: str | None = None
         self.name = name
 
     @property
@@ -146,6 +150,9 @@ class Channel:
         if not isinstance(call_id, int) or isinstance(call_id, bool):
             self._fail(DaemonProtocolError(f"daemon of session {self.name} sent a frame without an integer id"))
             return
+        if call_id == 0 and header.get("event") == "exit" and isinstance(header.get("data"), dict):
+            self._last_words = str(header["data"].get("reason", ""))[:500] or None
+            return
         pending = self._pending.get(call_id)
         if pending is None:
             return  # a reply to a call that already timed out
@@ -181,7 +188,9 @@ class Channel:
                     sent = True
                     await self._transport.send(encode_frame({"id": call_id, "op": op, "args": args or {}}, blob))
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    # On the socket a dead daemon is first seen here, not as the end of its stream.
+                    # On the socket a dead daemon is first seen here, not as the end of its
+                    # stream: what it wrote before it went (its exit event) is still there.
+                    await self._read_what_is_left()
                     await self._gone(f"cannot write to it: {exc}")
                 await self._wait(pending)
             if scope.cancelled_caught:
@@ -196,14 +205,33 @@ class Channel:
             raise self._failure
         return self._unpack(op, pending.header, pending.blob)
 
+    async def _read_what_is_left(self) -> None:
+        """Take the frames a gone daemon left unread (unless another caller is reading)."""
+        if self._reading or self._failure is not None:
+            return
+        self._reading = True
+        try:
+            with anyio.move_on_after(LEFTOVER_DEADLINE):
+                while self._failure is None:
+                    await self._read()
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            pass
+        finally:
+            self._reading = False
+
     async def _gone(self, symptom: str) -> None:
-        """Fail the channel for a daemon that is gone, saying why as best the engine and the
-        daemon's last words on stderr can."""
+        """Fail the channel for a daemon that is gone, saying why as best the engine, the
+        daemon's exit event and its last words on stderr can."""
         if self._failure is not None:
             return
         cause = await self._explain_death() if self._explain_death is not None else None
         tail = self._transport.stderr_tail.strip()
-        detail = f": {cause}" if cause else f" ({symptom})"
+        if cause:
+            detail = f": {cause}"
+        elif self._last_words:
+            detail = f": it exited because {self._last_words}"
+        else:
+            detail = f" ({symptom})"
         detail += f"; its last words on stderr: {tail[-500:]}" if tail else ""
         self._fail(DaemonDied(f"the sandbox daemon of session {self.name} is gone{detail}"))
 

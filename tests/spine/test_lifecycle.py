@@ -134,6 +134,26 @@ async def test_idle_session_stops_itself(rt: Runtime) -> None:
         await s.close()
 
 
+@pytest.mark.parametrize("transport", ["auto", "attach"])
+async def test_a_session_that_ended_itself_says_why(tmp_path: object, transport: str) -> None:
+    """The next call on a session whose daemon ended at its idle timeout or TTL says which,
+    over the daemon's socket (where its stderr is no longer read) as over the attach stream."""
+    config = RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False, transport=transport)  # type: ignore[arg-type]
+    async with Runtime(config) as runtime:
+        for settings, expected in (({"idle_timeout": 1}, "idle_timeout"), ({"ttl": 2, "idle_timeout": None}, "ttl")):
+            s = await runtime.open_session(**settings)
+            try:
+                deadline = time.monotonic() + 20
+                while _exists(runtime, s.container_id) and time.monotonic() < deadline:
+                    await anyio.sleep(0.2)
+                with pytest.raises(SessionError) as gone:
+                    await s.exec(["true"])
+            finally:
+                await s.close()
+            print(f"{transport}: {gone.value}")
+            assert "it exited because" in str(gone.value) and expected in str(gone.value), str(gone.value)
+
+
 async def test_reattach_needs_the_sessions_tenant(rt: Runtime) -> None:
     s = await rt.open_session(tenant="tenant-a")
     try:
