@@ -161,9 +161,7 @@ def ruleset_for(confine: Confine) -> Tuple[int, bool]:
 
 
 def _build(confine: Confine) -> Tuple[int, bool]:
-    version = abi()
-    if version <= 0:
-        return -1, False
+    version = abi()  # > 0: ruleset_for has checked
     fs_all = (1 << _FS_BITS.get(version, 16)) - 1
     read = (ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR | ACCESS_FS_IOCTL_DEV) & fs_all
     file_rights = (

@@ -220,7 +220,8 @@ class Server:
         """Tell this connection's controller why the daemon exits (an ``exit`` event, id 0),
         so that the host can say so once it finds the stream gone. Never blocks the exit: a
         host that reads nothing, or a lock held by the thread a signal interrupted, is skipped."""
-        if not self._write_lock.acquire(timeout=FAREWELL_WAIT):
+        # Dead first, unlocked: a reply that failed holds the lock while it calls shutdown.
+        if self._dead or not self._write_lock.acquire(timeout=FAREWELL_WAIT):
             return
         try:
             if self._dead:

@@ -345,10 +345,10 @@ class SandboxClient:
 
     async def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True, plain: bool = False) -> bool:
         """Make a directory; ``plain``: refused (``not_plain``) where a symbolic link is on the way."""
-        args = {"path": self.resolve(path), "parents": parents, "exist_ok": exist_ok, "owner": self.config.agent_user}
-        if plain:
-            args["plain"] = True
-        result, _ = await self.op("mkdir", args)
+        result, _ = await self.op("mkdir", {
+            "path": self.resolve(path), "parents": parents, "exist_ok": exist_ok, "owner": self.config.agent_user,
+            "plain": plain,
+        })
         return bool(result.get("created"))
 
     async def remove(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> bool:

@@ -142,8 +142,9 @@ def build_image(client: docker.DockerClient, *, force: bool = False) -> str:
         shutil.copytree(SANDBOX_DIR, Path(ctx) / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
         helper = clone_exec.binary()
         if helper is not None:
-            (Path(ctx) / "sandbox" / clone_exec.NAME).write_bytes(helper)
-            (Path(ctx) / "sandbox" / clone_exec.NAME).chmod(0o755)
+            target = Path(ctx) / "sandbox" / clone_exec.NAME
+            target.write_bytes(helper)
+            target.chmod(0o755)
         log.info("building sandbox image", tag=tag, base=base)
         # Host networking: the engine may run without iptables, so the bridge has no egress.
         stream = client.api.build(

@@ -301,8 +301,7 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
     if args.ref:
         argv += ["--end-of-options", args.ref]
     pathspecs = [args.path] if args.path else []
-    secrets = await _secret_files(ctx, repo, argv, pathspecs)
-    secrets += await _holding_secrets(ctx, repo, argv, pathspecs, exclude=secrets)
+    secrets = await _hidden_files(ctx, repo, argv, pathspecs)
     if secrets:
         # A diff shows contents: the files a read would refuse stay out of it.
         pathspecs = (pathspecs or [":(top)"]) + [":(top,exclude,literal)" + name for name in secrets]
@@ -316,17 +315,25 @@ async def git_diff(ctx: ToolContext, args: GitDiffInput) -> ToolResult:
     return ToolResult.success(res.stdout + note, data, truncated=res.stdout_truncated)
 
 
-async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str]) -> list[str]:
-    """The files ``diff`` would show that the policy counts as secrets, or that have other
-    names in the working tree (one may be a secret's, as for a read): paths from the top of
-    the repository; renames listed as a removal and an addition, so both names count."""
-    names = (await git_ok(ctx, repo, diff[0], "--name-only", "--no-renames", "-z", *diff[1:], "--", *pathspecs)).split("\0")
-    names = [name for name in names if name]
-    if not names:
+async def _hidden_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str]) -> list[str]:
+    """The files ``diff`` would show that must stay out of it, as paths from the top of the
+    repository: those the policy counts as secrets; those with other names in the working
+    tree (one may be a secret's, as for a read); and those whose content, on either side, is
+    a secret file's whatever their names (a hard link to a secret staged, then removed,
+    leaves the secret under a harmless name with no other name left to see). Renames are
+    listed as a removal and an addition, so both names count."""
+    raw = await git_ok(ctx, repo, diff[0], "--raw", "--no-renames", "--no-abbrev", "-z", *diff[1:], "--", *pathspecs)
+    fields = raw.split("\0")
+    blobs: dict[str, set[str]] = {}
+    for meta, name in zip(fields[0::2], fields[1::2], strict=False):  # ":mode mode old new status", path
+        parts = meta.split()
+        if len(parts) >= 4:
+            blobs.setdefault(name, set()).update(parts[2:4])
+    if not blobs:
         return []
     top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
-    secret = [name for name in names if ctx.is_secret(posixpath.join(top, name))]
-    others = set(names).difference(secret)
+    secret = [name for name in blobs if ctx.is_secret(posixpath.join(top, name))]
+    others = set(blobs).difference(secret)
     linked: list[str] = []
     limiter = anyio.CapacityLimiter(16)
 
@@ -342,36 +349,18 @@ async def _secret_files(ctx: ToolContext, repo: str, diff: list[str], pathspecs:
     async with anyio.create_task_group() as tg:
         for name in others:
             tg.start_soon(check, name)
-    return secret + sorted(linked)
+    others.difference_update(linked)
+    contents = await _secret_blobs(ctx, top) if others else set()
+    return secret + sorted(linked) + sorted(name for name in others if blobs[name] & contents)
 
 
 # git's id of the empty blob: an empty secret file holds nothing to hide.
 EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775a4c8d2e3bf9d1"
 
 
-async def _holding_secrets(
-    ctx: ToolContext, repo: str, diff: list[str], pathspecs: list[str], exclude: list[str]
-) -> list[str]:
-    """The files ``diff`` would show whose content, on either side, is a secret file's in the
-    working tree, whatever their names: a hard link to a secret staged and then removed
-    leaves the secret in the index under a harmless name, with no other name left to see."""
-    raw = await git_ok(ctx, repo, diff[0], "--raw", "--no-renames", "--no-abbrev", "-z", *diff[1:], "--", *pathspecs)
-    fields = raw.split("\0")
-    blobs: dict[str, set[str]] = {}
-    for meta, name in zip(fields[0::2], fields[1::2], strict=False):  # ":mode mode old new status", path
-        parts = meta.split()
-        if len(parts) >= 4 and name not in exclude:
-            blobs.setdefault(name, set()).update(parts[2:4])
-    if not blobs:
-        return []
-    secret = await _secret_blobs(ctx, repo)
-    return sorted(name for name, ids in blobs.items() if ids & secret)
-
-
-async def _secret_blobs(ctx: ToolContext, repo: str) -> set[str]:
-    """git's ids of the contents of the secret files below the repository's top, hidden and
-    ignored ones included (hashed as they are: no filter of the repository's runs)."""
-    top = (await git_ok(ctx, repo, "rev-parse", "--show-toplevel")).strip()
+async def _secret_blobs(ctx: ToolContext, top: str) -> set[str]:
+    """git's ids of the contents of the secret files below the repository's ``top``, hidden
+    and ignored ones included (hashed as they are: no filter of the repository's runs)."""
     names = "|".join(glob_regex("**/" + glob).pattern for glob in ctx.secret_name_globs())
     op_args = {
         "root": top, "regex": f"(?si)(?:{names})", "hidden": True, "no_ignore": True, "globs": [EXCLUDED_DIR],

@@ -214,8 +214,6 @@ class Channel:
             with anyio.move_on_after(LEFTOVER_DEADLINE):
                 while self._failure is None:
                     await self._read()
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-            pass
         finally:
             self._reading = False
 
