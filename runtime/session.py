@@ -101,9 +101,10 @@ class Session(SandboxClient):
         """A container file or directory as a tar stream, in chunks."""
         return archive.copy_out(self, path)
 
-    async def copy_out_to(self, path: str, host_dir: str | os.PathLike[str]) -> None:
-        """A container file or directory extracted into a host directory."""
-        await archive.copy_out_to(self, path, host_dir)
+    async def copy_out_to(self, path: str, host_dir: str | os.PathLike[str]) -> list[str]:
+        """A container file or directory unpacked into a host directory, no link followed on the
+        way; returns the symbolic links left out because they lead out of it."""
+        return await archive.copy_out_to(self, path, host_dir)
 
     # ---- engine-side work ---------------------------------------------------------------
 

@@ -267,6 +267,8 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
     include_hidden = get(args, "include_hidden", bool, False)
     max_entries = get_nonneg(args, "max_entries", 200000)
     ignore_files = get(args, "ignore_files", list, [".gitignore"])
+    # Extension: each entry's permission bits, and a symbolic link's target (for copy_out).
+    detail = get(args, "detail", bool, False)
     if not all(isinstance(name, str) and name and "/" not in name for name in ignore_files):
         raise DaemonError("bad_request", "ignore_files must be a list of file names")
     wanted = frozenset(ignore_files)
@@ -303,7 +305,15 @@ def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
             except OSError:
                 continue
             kind = _TYPES.get(stat.S_IFMT(st.st_mode), "other")
-            entries.append({"path": path, "type": kind, "size": st.st_size, "mtime": st.st_mtime})
+            item = {"path": path, "type": kind, "size": st.st_size, "mtime": st.st_mtime}
+            if detail:
+                item["mode"] = stat.S_IMODE(st.st_mode)
+                if kind == "symlink":
+                    try:
+                        item["target"] = os.readlink(name, dir_fd=fd)
+                    except OSError:
+                        continue
+            entries.append(item)
             if kind == "dir":
                 subdirs.append(name)
         if found:

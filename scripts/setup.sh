@@ -17,20 +17,69 @@ fi
 
 docker_ok() { timeout 5 docker info >/dev/null 2>&1; }
 
+# The engine started here keeps its data on a file system that bounds each container's disk:
+# XFS with project quotas where the kernel has them, else btrfs with quotas (qgroups), each in
+# a sparse loop file under the state directory; else overlay2 on the host's disk with only the
+# soft watch. The loop file survives a reboot; the next run mounts it again.
+STATE_DIR=${CAISSON_STATE_DIR:-$HOME/.caisson}
+ENGINE_DIR="$STATE_DIR/engine"
 DATA_ROOT=/var/lib/caisson-docker
-XFS_IMAGE=/var/lib/caisson-docker.xfs
+ensure_pkg() {  # ensure_pkg COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  log "installing $2"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+loop_file_size() {  # 80 % of the free space where the file lives, at least 8 GiB, at most 256 GiB
+  local free_kib
+  free_kib=$(df -Pk "$ENGINE_DIR" | awk 'NR==2 {print $4}')
+  local size=$((free_kib * 8 / 10 / 1024 / 1024))
+  [ "$size" -lt 8 ] && size=8
+  [ "$size" -gt 256 ] && size=256
+  echo "${size}G"
+}
+mounted_fs() { findmnt -n -o FSTYPE "$DATA_ROOT" 2>/dev/null || true; }
 xfs_data_root() {
-  if ! command -v mkfs.xfs >/dev/null 2>&1; then
-    log "installing xfsprogs (XFS data-root for disk quotas)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs >/dev/null || return 1
+  ensure_pkg mkfs.xfs xfsprogs || return 1
+  local img="$ENGINE_DIR/data-root.xfs" fresh=0
+  if [ ! -f "$img" ]; then
+    truncate -s "$(loop_file_size)" "$img" && mkfs.xfs -q "$img" || { rm -f "$img"; return 1; }
+    fresh=1
   fi
-  mkdir -p "$DATA_ROOT"
-  mountpoint -q "$DATA_ROOT" && return 0
-  if [ ! -f "$XFS_IMAGE" ]; then
-    truncate -s 64G "$XFS_IMAGE" && mkfs.xfs -q "$XFS_IMAGE" || { rm -f "$XFS_IMAGE"; return 1; }
+  # A kernel built without XFS quota support refuses pquota: then try btrfs.
+  if ! mount -o loop,pquota "$img" "$DATA_ROOT" 2>/dev/null; then
+    [ "$fresh" = 1 ] && rm -f "$img"
+    return 1
   fi
-  # A kernel built without XFS quota support refuses pquota: then no data-root of our own.
-  mount -o loop,pquota "$XFS_IMAGE" "$DATA_ROOT" 2>/dev/null || { rm -f "$XFS_IMAGE"; rmdir "$DATA_ROOT"; return 1; }
+}
+btrfs_data_root() {
+  ensure_pkg mkfs.btrfs btrfs-progs || return 1
+  local img="$ENGINE_DIR/data-root.btrfs"
+  if [ ! -f "$img" ]; then
+    truncate -s "$(loop_file_size)" "$img" && mkfs.btrfs -q "$img" >/dev/null || { rm -f "$img"; return 1; }
+  fi
+  mount -o loop "$img" "$DATA_ROOT" 2>/dev/null || return 1
+  btrfs quota enable "$DATA_ROOT" || { umount "$DATA_ROOT"; return 1; }
+}
+# Prints the dockerd flags for the data-root it prepared; nothing when only overlay2 is left.
+engine_storage_flags() {
+  mkdir -p "$ENGINE_DIR" "$DATA_ROOT"
+  case "$(mounted_fs)" in
+    xfs) echo "--data-root $DATA_ROOT"; return ;;
+    btrfs) echo "--data-root $DATA_ROOT --storage-driver btrfs"; return ;;
+    "") ;;
+    *) log "$DATA_ROOT holds a $(mounted_fs) mount that caisson did not make; leaving it alone"; return ;;
+  esac
+  if [ -n "$(ls -A "$DATA_ROOT" 2>/dev/null)" ]; then
+    log "$DATA_ROOT is not empty and not mounted: an earlier engine's data is there; caisson neither moves nor deletes it. Remove it yourself to get a quota-capable data-root."
+    echo "--data-root $DATA_ROOT"
+    return
+  fi
+  if [ -f "$ENGINE_DIR/data-root.btrfs" ] && btrfs_data_root; then
+    echo "--data-root $DATA_ROOT --storage-driver btrfs"; return
+  fi
+  if xfs_data_root; then echo "--data-root $DATA_ROOT"; return; fi
+  if btrfs_data_root; then echo "--data-root $DATA_ROOT --storage-driver btrfs"; return; fi
+  log "WARNING: no quota-capable data-root here (no XFS project quotas, no btrfs): sessions get only the soft disk watch, which a fast writer outruns; caisson doctor says more"
 }
 if ! docker_ok; then
   if ! command -v dockerd >/dev/null 2>&1; then
@@ -44,14 +93,7 @@ if ! docker_ok; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null || log "runsc unavailable; gVisor sessions will fail"
   fi
   if ! docker_ok; then
-    # Per-session disk quotas need overlay2 on XFS mounted with project quotas: the engine
-    # started here keeps its data on an XFS file system in a sparse loop file.
-    data_root_flag=()
-    if xfs_data_root; then
-      data_root_flag=(--data-root "$DATA_ROOT")
-    else
-      log "no XFS data-root with project quotas here (no loop device, no xfsprogs, or a kernel without XFS quota): sessions get no hard disk quota; caisson doctor says more"
-    fi
+    read -r -a data_root_flag <<<"$(engine_storage_flags)"
     log "starting dockerd in the background (log: /var/log/caisson-dockerd.log)"
     # images/dockerd.json: no iptables (sandboxes use network none; nested machines may lack
     # it) and gVisor registered as the runtime "runsc".

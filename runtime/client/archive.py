@@ -1,6 +1,9 @@
 """Bulk copy through the daemon (no `docker cp`: works on a remote engine, and what lands is
 the agent's): a tar stream in, a tar stream out, in chunks, with bounded memory on both sides.
 
+copy_out's archive is built on the host from the daemon's listing and reads, and copy_out_to
+unpacks it with the host's own containment (``extract``), never with ``tarfile``'s.
+
 copy_in extracts as the agent user, confined by Landlock to the destination (level cautious,
 write root = destination): a member whose path or symlink leads out of it is refused by the
 kernel, whatever the tar says. Modes and symlinks are kept; owners become the agent.
@@ -12,13 +15,13 @@ import os
 import posixpath
 import tarfile
 import tempfile
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import IO
 
 import anyio
 
+from runtime.client import extract
 from runtime.client.models import Confinement
 from runtime.client.primitives import CHUNK, SandboxClient
 from runtime.errors import OpError
@@ -87,41 +90,110 @@ async def copy_in(client: SandboxClient, source: str | os.PathLike[str] | AsyncI
         raise OpError("copy_failed", f"extracting into {dest} failed: {errors.stderr.strip()[-1000:] or done}")
 
 
-async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
-    """A tar of the container path ``path`` (its contents when a directory), in chunks."""
-    path = client.resolve(path)
-    staged = f"/tmp/.caisson-copy-{uuid.uuid4().hex}.tar"
-    is_dir = (await client.stat(path)).type == "dir"
-    base, name = (path, ".") if is_dir else posixpath.split(path)
-    made = await client.exec(["tar", "-c", "-f", staged, "-C", base, name], timeout=client.config.call_timeout)
+def _member(name: str, kind: str, size: int = 0, mode: int = 0o644, mtime: float = 0.0, target: str = "") -> bytes:
+    """One tar header, in the PAX format (long names and targets travel whole)."""
+    extract.member_parts(name)  # a name that could lead out of a destination is refused here too
+    info = tarfile.TarInfo(name)
+    info.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE}.get(kind, tarfile.REGTYPE)
+    info.size, info.mode, info.mtime, info.linkname = size, mode & 0o777, int(mtime), target
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+# A file gone or replaced between the listing and its read: left out, as tar does.
+_VANISHED = ("not_found", "is_a_directory", "not_a_directory", "bad_request")
+
+
+async def _file_member(agent: SandboxClient, path: str, name: str, mode: int, mtime: float) -> AsyncIterator[bytes]:
+    """A regular file's header and content. The header's size is the file's when its first
+    piece is read; a file that grows or shrinks meanwhile is cut or padded to that size."""
     try:
-        if made.exit_code != 0:
-            raise OpError("copy_failed", f"archiving {path} failed: {made.stderr.strip()[-1000:]}")
-        offset = 0
-        while True:
-            piece = await client.read_range(staged, offset, CHUNK)
-            if piece.data:
-                yield piece.data
-                offset += len(piece.data)
-            if piece.eof or not piece.data:
-                return
-    finally:
-        with anyio.CancelScope(shield=True):
-            await client.remove(staged, missing_ok=True)
+        piece = await agent.read_range(path, 0, CHUNK)
+    except OpError as exc:
+        if exc.code in _VANISHED:
+            return
+        raise
+    size = piece.size if not piece.eof else len(piece.data)
+    yield _member(name, "file", size, mode, mtime)
+    sent = 0
+    while sent < size:
+        data = piece.data[: size - sent]
+        if data:
+            yield data
+            sent += len(data)
+        if sent >= size:
+            break
+        if piece.eof or not piece.data:
+            yield bytes(size - sent)  # shrank while read: zeros keep the archive whole
+            sent = size
+            break
+        piece = await agent.read_range(path, sent, CHUNK)
+    yield bytes(-size % tarfile.BLOCKSIZE)
 
 
-async def copy_out_to(client: SandboxClient, path: str, host_dir: str | os.PathLike[str]) -> None:
-    """copy_out extracted into a host directory (made if missing)."""
-    target = Path(host_dir)
-    target.mkdir(parents=True, exist_ok=True)
+async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
+    """A tar of the container path ``path`` (its contents when a directory), in chunks.
+
+    The host builds the archive from what the daemon lists and reads as the agent, with the
+    agent's credentials: no file the agent can write sits between, and no program of the
+    container's writes the archive. Directories, regular files and symbolic links are
+    archived; FIFOs, sockets and devices are left out."""
+    path = client.resolve(path)
+    agent = client.confined(Confinement(user=client.config.agent_user))
+    top = await agent.stat(path)
+    if not top.exists:
+        raise OpError("not_found", f"no such file or directory: {path}")
+    pending = bytearray()
+    if top.type == "dir":
+        listing = await agent.walk(path, include_hidden=True, ignore_files=(), detail=True)
+        if listing.truncated:
+            raise OpError(
+                "copy_failed",
+                f"{path} holds more entries than one copy takes ({len(listing.entries)}): copy its subdirectories one by one",
+            )
+        for entry in listing.entries:
+            full = posixpath.join(path, entry.path)
+            mode = 0o644 if entry.mode is None else entry.mode
+            if entry.type == "file":
+                async for piece in _file_member(agent, full, entry.path, mode, entry.mtime):
+                    pending += piece
+                    if len(pending) >= PIECE:
+                        yield bytes(pending)
+                        pending.clear()
+            elif entry.type in ("dir", "symlink"):
+                pending += _member(entry.path, entry.type, 0, mode, entry.mtime, entry.target or "")
+    else:
+        name = posixpath.basename(path)
+        if top.type == "file":
+            async for piece in _file_member(agent, path, name, top.mode, top.mtime):
+                pending += piece
+                if len(pending) >= PIECE:
+                    yield bytes(pending)
+                    pending.clear()
+        else:
+            raise OpError("copy_failed", f"{path} is not a file, directory or symbolic link")
+    pending += bytes(2 * tarfile.BLOCKSIZE)
+    yield bytes(pending)
+
+
+async def copy_out_to(
+    client: SandboxClient, path: str, host_dir: str | os.PathLike[str], limits: extract.ExtractLimits | None = None
+) -> list[str]:
+    """copy_out unpacked into a host directory (made if missing) by the host's own containment;
+    returns the symbolic links left out because they lead out of it."""
+    return await unpack_to(copy_out(client, path), host_dir, limits)
+
+
+async def unpack_to(
+    stream: AsyncIterable[bytes], host_dir: str | os.PathLike[str], limits: extract.ExtractLimits | None = None
+) -> list[str]:
+    """A tar stream a sandbox produced, spooled (bounded) and unpacked into ``host_dir``."""
+    limits = limits or extract.ExtractLimits()
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
-        async for piece in copy_out(client, path):
+        total = 0
+        async for piece in stream:
+            total += len(piece)
+            if total > limits.max_bytes + limits.max_members * 3 * tarfile.BLOCKSIZE:
+                raise OpError("hostile_archive", f"refused the archive, nothing was written: over {limits.max_bytes} bytes")
             await anyio.to_thread.run_sync(spool.write, piece)
         spool.seek(0)
-
-        def extract() -> None:
-            # "data": no absolute names, no links or paths out of the target, no device files.
-            with tarfile.open(fileobj=spool, mode="r") as tar:
-                tar.extractall(target, filter="data")
-
-        await anyio.to_thread.run_sync(extract)
+        return await anyio.to_thread.run_sync(extract.extract, spool, host_dir, limits)

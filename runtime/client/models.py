@@ -103,6 +103,9 @@ class WalkEntry(_Reply):
     type: FileType
     size: int = 0
     mtime: float = 0.0
+    # Asked for with ``detail``: permission bits, and a symbolic link's target.
+    mode: int | None = None
+    target: str | None = None
 
 
 class WalkResult(_Reply):

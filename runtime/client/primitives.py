@@ -160,6 +160,11 @@ class SandboxClient:
 
     # ---- primitives -------------------------------------------------------------------
 
+    def _command_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        """The session's environment, then the call's: it travels with each command, never in
+        the daemon's own environment (which gVisor lets the agent read in /proc/1/environ)."""
+        return {**self.config.env, **env} if env else dict(self.config.env)
+
     async def ping(self, *, timeout: float | None = None) -> DaemonInfo:
         result, _ = await self.op("ping", timeout=timeout)
         self._shared.info = self._model(DaemonInfo, "ping", result)
@@ -181,7 +186,7 @@ class SandboxClient:
         args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
         args.update(
             cwd=self.resolve(cwd) if cwd else self.cwd,
-            env=env or {},
+            env=self._command_env(env),
             timeout=timeout,
             stdout_max=stdout_max,
             stderr_max=stderr_max,
@@ -333,12 +338,12 @@ class SandboxClient:
 
     async def walk(
         self, path: str, *, include_hidden: bool = False, max_entries: int = 200_000,
-        ignore_files: tuple[str, ...] = (".gitignore",),
+        ignore_files: tuple[str, ...] = (".gitignore",), detail: bool = False,
     ) -> WalkResult:
         result, _ = await self.op(
             "walk",
             {"path": self.resolve(path), "include_hidden": include_hidden, "max_entries": max_entries,
-             "ignore_files": list(ignore_files)},
+             "ignore_files": list(ignore_files), "detail": detail},
             timeout=max(self.config.call_timeout, 120.0),
         )
         return self._model(WalkResult, "walk", result)
@@ -374,7 +379,10 @@ class SandboxClient:
     ) -> SpawnResult:
         """Start a background task; its output is kept in the daemon, readable by offset."""
         args: dict[str, Any] = {"argv": command} if isinstance(command, list) else {"command": command}
-        args.update(cwd=self.resolve(cwd) if cwd else self.cwd, env=env or {}, timeout=timeout, output_max=output_max, name=name)
+        args.update(
+            cwd=self.resolve(cwd) if cwd else self.cwd, env=self._command_env(env), timeout=timeout,
+            output_max=output_max, name=name,
+        )
         if user is not None:
             args["user"] = user
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import io
 import os
 import posixpath
+import subprocess
 import tarfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -159,7 +161,6 @@ def _create_container(
         "CAISSON_OUTPUT_BUDGET": str(memory // 4),
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
-        **config.env,
         **({"CAISSON_LISTEN": "1"} if listen else {}),
     }
     kwargs: dict[str, object] = {}
@@ -244,9 +245,38 @@ def remove_container(client: docker.DockerClient, container_id: str) -> None:
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as exc:
+        if "file name too long" in str(exc) and _clear_btrfs_layer(client, container_id):
+            remove_container(client, container_id)
+            return
         # auto_remove may already be removing it.
         if "removal of container" not in str(exc) and "is already in progress" not in str(exc):
             raise
+
+
+def _clear_btrfs_layer(client: docker.DockerClient, container_id: str) -> bool:
+    """Empty a container's btrfs layer from the host, for the engine's remove to succeed.
+
+    The btrfs driver walks a layer with whole path names before deleting it, so a tree deeper
+    than PATH_MAX (an agent's ``mkdir`` loop) makes every remove fail and the container and its
+    disk stay. GNU ``rm`` walks by descriptor (no path is too long, no link is followed, no
+    other file system is entered). Only for a local engine whose data-root this host sees."""
+    with engine_errors("asking the engine where its data lives"):
+        info = client.info()
+    if info.get("Driver") != "btrfs":
+        return False
+    root = Path(str(info.get("DockerRootDir") or ""))
+    try:
+        mount_id = (root / "image" / "btrfs" / "layerdb" / "mounts" / container_id / "mount-id").read_text().strip()
+    except OSError:
+        return False
+    if not mount_id.isalnum():
+        return False
+    layer = root / "btrfs" / "subvolumes" / mount_id
+    children = [str(p) for p in layer.iterdir()] if layer.is_dir() else []
+    if children:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", *children], capture_output=True, check=False)
+    log.warning("emptied a sandbox's btrfs layer from the host: it held paths too long for the engine", container=container_id[:12])
+    return True
 
 
 def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.0) -> str | None:

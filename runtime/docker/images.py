@@ -32,7 +32,8 @@ SANDBOX_DIR = Path(str(resources.files("sandbox")))
 DOCKERFILE = Path(str(resources.files("runtime.docker") / "assets" / "Dockerfile"))
 IMAGE_REPO = "caisson/sandbox"
 PUBLIC_BASE = "debian:bookworm-slim"
-LOCAL_BASE = "caisson/debian-base:bookworm"
+# "-2": bases bootstrapped before their / was made 0755 are not reused.
+LOCAL_BASE = "caisson/debian-base:bookworm-2"
 BASE_PACKAGES = "python3,bash,coreutils,git,ripgrep,procps,ca-certificates,passwd"
 DAEMON_LABEL = "caisson.daemon"
 # Where the daemon package lives in every sandbox, baked in or injected.
@@ -66,6 +67,7 @@ def _dockerfile() -> bytes:
 def image_tag() -> str:
     digest = hashlib.sha256(_dockerfile())
     digest.update(daemon_hash().encode())
+    digest.update(LOCAL_BASE.encode())  # a new local base means a new image
     return f"{IMAGE_REPO}:{digest.hexdigest()[:16]}"
 
 
@@ -109,10 +111,11 @@ def _bootstrap_base(client: docker.DockerClient) -> str:
         if proc.returncode != 0:
             raise ImageError(f"debootstrap failed (exit {proc.returncode}): {proc.stderr[-2000:] or proc.stdout[-2000:]}")
         subprocess.run(["rm", "-rf", f"{root}/var/cache/apt/archives", f"{root}/var/lib/apt/lists"], check=False)
+        os.chmod(root, 0o755)  # the temporary directory's 0700 would become the image's /
         log.info("importing base image", tag=LOCAL_BASE)
         tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
         assert tar.stdout is not None
-        client.api.import_image_from_data(tar.stdout.read(), repository=LOCAL_BASE.split(":")[0], tag="bookworm")
+        client.api.import_image_from_data(tar.stdout.read(), repository=LOCAL_BASE.split(":")[0], tag=LOCAL_BASE.split(":")[1])
         tar.wait()
     return LOCAL_BASE
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
-from runtime.client.archive import write_tar
+from runtime.client.archive import unpack_to, write_tar
 from runtime.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
 from runtime.config import SessionConfig
 from runtime.errors import CaissonError, CallTimeout, OpError, SessionError
@@ -297,6 +297,12 @@ class RemoteSession:
                 _raise_for(r)
             async for chunk in r.aiter_bytes():
                 yield chunk
+
+    async def copy_out_to(self, path: str, host_dir: str | os.PathLike[str]) -> list[str]:
+        """A container file or directory unpacked into a directory of this machine, by the same
+        containment as the library's (the archive is what a sandbox produced: hostile input);
+        returns the symbolic links left out because they lead out of it."""
+        return await unpack_to(self.copy_out(path), host_dir)
 
     # ---- engine-side work and lifecycle -----------------------------------------------------
 

@@ -92,9 +92,10 @@ async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(
 
 
 async def test_next_runtime_reaps_expired_sessions(rt: Runtime, tmp_path: object) -> None:
-    s = await rt.open_session(ttl=1, idle_timeout=None)
+    # A TTL that outlasts the open on a slow engine (btrfs, a busy machine), then runs out.
+    s = await rt.open_session(ttl=4, idle_timeout=None)
     cid = s.container_id
-    await anyio.sleep(1.5)
+    await anyio.sleep(4.5)
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path))):
         pass
     assert not _exists(rt, cid)
