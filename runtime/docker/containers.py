@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import posixpath
+import shutil
 import subprocess
 import tarfile
 import time
@@ -105,31 +106,80 @@ def parse_bytes(size: str) -> int:
     return int(size)
 
 
-# Engines (by address) found able or unable to bound a container's disk.
-_QUOTAS: dict[str, bool] = {}
+# What bounds a container's disk on each engine (by address): "xfs-pquota", "btrfs-qgroup",
+# or None (only the host's soft watch).
+_QUOTAS: dict[str, str | None] = {}
+QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
+
+
+def quota_mechanism(client: docker.DockerClient) -> str | None:
+    """The engine's per-container disk bound, found by asking the engine for one: a container
+    created (never started) with a size. The storage driver's name is not enough: overlay2 on
+    XFS without project quotas, or btrfs without quotas enabled, refuse or ignore sizes."""
+    url = str(client.api.base_url)
+    if url in _QUOTAS:
+        return _QUOTAS[url]
+    with engine_errors("asking the engine about its storage"):
+        info = client.info()
+    mechanism = QUOTA_DRIVERS.get(str(info.get("Driver")))
+    with engine_errors("listing the engine's images"):
+        images = client.api.images(quiet=True)
+    if mechanism is not None and not images:
+        return mechanism  # nothing to probe with yet: the driver's word, not remembered
+    if mechanism is not None:
+        probe = None
+        try:
+            with engine_errors("probing the engine's disk quotas"):
+                probe = client.api.create_container(
+                    images[0], command=["true"], host_config=client.api.create_host_config(storage_opt={"size": "1G"}),
+                    labels={LABEL_SESSION: "quota-probe", LABEL_OWNER: "quota-probe"},
+                )
+        except (docker.errors.APIError, DockerUnavailable):
+            mechanism = None
+        finally:
+            if probe is not None:
+                remove_container(client, probe["Id"])
+        if mechanism == "btrfs-qgroup" and not _btrfs_quotas_enabled(info):
+            mechanism = None
+    _QUOTAS[url] = mechanism
+    if mechanism is None:
+        log.warning(
+            "the engine cannot bound a session's disk: one session can fill it",
+            driver=info.get("Driver"), filesystem=dict(info.get("DriverStatus") or []).get("Backing Filesystem"),
+            fix="run dockerd on a btrfs data-root with quotas or XFS with pquota (scripts/setup.sh does); see caisson doctor",
+        )
+    return mechanism
+
+
+def _btrfs_quotas_enabled(info: dict[str, Any]) -> bool:
+    """btrfs takes a size without quotas enabled and bounds nothing: ask the file system
+    (a local engine only; a remote one is trusted to have them when it takes sizes)."""
+    root = Path(str(info.get("DockerRootDir") or ""))
+    if not root.is_dir() or shutil.which("btrfs") is None:
+        return True
+    shown = subprocess.run(["btrfs", "qgroup", "show", str(root)], capture_output=True, text=True, check=False)
+    return shown.returncode == 0
 
 
 def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
-    """Whether the engine can enforce a per-container disk size (overlay2 on XFS with pquota).
-    Without it: an error when ``strict``, else one warning per engine and no quota."""
-    url = str(client.api.base_url)
-    if url not in _QUOTAS:
-        with engine_errors("asking the engine about its storage"):
-            info = client.info()
-        backing = dict(info.get("DriverStatus") or [])
-        _QUOTAS[url] = info.get("Driver") == "overlay2" and backing.get("Backing Filesystem") == "xfs"
-        if not _QUOTAS[url]:
-            log.warning(
-                "the engine cannot bound a session's disk: one session can fill it",
-                driver=info.get("Driver"), filesystem=backing.get("Backing Filesystem"),
-                fix="run dockerd with a data-root on XFS mounted with pquota (scripts/setup.sh does); see caisson doctor",
-            )
-    if not _QUOTAS[url] and strict:
+    """Whether the engine bounds a container's disk. Without it: an error when ``strict``."""
+    mechanism = quota_mechanism(client)
+    if mechanism is None and strict:
         raise SessionError(
-            "strict_quotas: this engine cannot bound a session's disk (it needs overlay2 on an XFS data-root "
-            "mounted with pquota; `caisson doctor` says how)"
+            "strict_quotas: this engine cannot bound a session's disk (it needs a btrfs data-root with quotas, or "
+            "overlay2 on XFS mounted with pquota; `caisson doctor` says how)"
         )
-    return _QUOTAS[url]
+    return mechanism is not None
+
+
+def _storage_size(client: docker.DockerClient, image: str, disk: str) -> str:
+    """The size to ask the engine for: btrfs counts the image's layers against a container's
+    limit, so they are added to the session's own quota there."""
+    if quota_mechanism(client) != "btrfs-qgroup":
+        return disk
+    with engine_errors("asking the engine for the image's size"):
+        size = int(client.api.inspect_image(image).get("Size") or 0)
+    return str(parse_bytes(disk) + size)
 
 
 def create_container(
@@ -167,7 +217,7 @@ def _create_container(
     if config.gvisor:
         kwargs["runtime"] = "runsc"
     if config.limits.disk and disk_quotas(client, strict=config.strict_quotas):
-        kwargs["storage_opt"] = {"size": config.limits.disk}
+        kwargs["storage_opt"] = {"size": _storage_size(client, image, config.limits.disk)}
     try:
         container = client.api.create_container(
             image=image,

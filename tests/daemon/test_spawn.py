@@ -78,7 +78,8 @@ def test_commands_still_start_after_the_spawner_dies(box: Client) -> None:
     # The spawner and the clone it made ahead are the daemon's python3 (or clone-exec) children.
     pattern = "(python3|clone-exec)"
     killed = as_root(box, f"pids=$(pgrep -P {daemon_pid} -x '{pattern}'); kill -9 $pids; echo $pids").split()
-    assert len(killed) == 2, killed
+    # At least the spawner and its waiting clone; a clone being made at that moment is a third.
+    assert len(killed) >= 2, killed
     for _ in range(3):
         result, out, _ = box.run("echo alive", user="agent")
         assert (result["exit_code"], out) == (0, b"alive\n")

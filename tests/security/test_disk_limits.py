@@ -1,0 +1,94 @@
+"""A session's disk as an attacker would fill it: every writer that outran the soft watch,
+against a 300 MiB ``limits.disk`` on the engine the set-up gives (btrfs with quotas here).
+
+For each writer: the host disk gained (free space of the engine's data-root, synced, before
+and after) must stay within the quota + 10 %, the session must still answer, and a bystander
+session's calls keep answering meanwhile (its slowest call is printed)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+import pytest
+
+from runtime import Runtime
+from runtime.config import Limits
+from runtime.docker import containers
+
+pytestmark = pytest.mark.anyio
+
+QUOTA = 300 * 1024**2
+
+WRITERS = {
+    "dd 4 GiB": "dd if=/dev/zero of=big bs=1M count=4096",
+    "4 parallel dd": "for i in 1 2 3 4; do dd if=/dev/zero of=big$i bs=1M count=1024 & done; wait",
+    "fallocate 9 x 1 GiB": "for i in 1 2 3 4 5 6 7 8 9; do fallocate -l 1G f$i; done",
+    "fallocate --keep-size 3 x 2 GiB": "for i in 1 2 3; do fallocate --keep-size -l 2G k$i; done",
+    "a deleted file kept open": (
+        "python3 -c \"import os\nf=open('gone','wb'); os.unlink('gone')\nb=bytes(1<<20)\n"
+        "try:\n  [f.write(b) or f.flush() for _ in range(3072)]\nexcept OSError as e: print(e)\""
+    ),
+    "sparse file, then filled": "truncate -s 2G sparse && dd if=/dev/zero of=sparse bs=1M count=2048 conv=notrunc",
+    "/tmp and home, not the workspace": "dd if=/dev/zero of=/tmp/t bs=1M count=1024; dd if=/dev/zero of=$HOME/h bs=1M count=1024",
+    "empty files until refused": (
+        "python3 -c \"import os\nn=0\ntry:\n  while n < 2000000:\n    os.close(os.open('m%d' % n, os.O_CREAT|os.O_WRONLY)); n += 1\n"
+        "except OSError as e: print(n, e)\""
+    ),
+}
+
+
+def _free(root: str) -> int:
+    os.sync()
+    st = os.statvfs(root)
+    return st.f_bavail * st.f_frsize
+
+
+async def _bystander(rt: Runtime, slowest: list[float], stop: anyio.Event) -> None:
+    async with rt.session() as other:
+        while not stop.is_set():
+            started = time.monotonic()
+            r = await other.exec("true", timeout=60)
+            assert r.exit_code == 0
+            slowest[0] = max(slowest[0], time.monotonic() - started)
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_every_writer_stops_at_the_quota(rt: Runtime, gvisor: bool) -> None:
+    mechanism = containers.quota_mechanism(rt.client)
+    assert mechanism is not None, "the test engine must bound a container's disk (scripts/setup.sh gives it btrfs)"
+    root = str(rt.client.info()["DockerRootDir"])
+    tried = landed = 0
+    slowest = [0.0]
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_bystander, rt, slowest, stop)
+        for name, command in WRITERS.items():
+            async with rt.session(gvisor=gvisor, limits=Limits(disk="300m")) as s:
+                before = _free(root)
+                r = await s.exec(command, timeout=300)
+                gained = before - _free(root)
+                alive = await s.exec("echo alive", timeout=60)
+                tried += 1
+                over = gained > QUOTA * 1.1
+                landed += over
+                said = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+                answers = alive.stdout == "alive\n"
+                print(f"  {name} ({'gVisor' if gvisor else 'runc'}): host disk gained {gained / 1024**2:.0f} MiB, "
+                      f"session {'answers' if answers else 'LOST'}; it said {said[0][:100]!r}")
+                assert answers, name
+                assert not over, f"{name}: {gained / 1024**2:.0f} MiB"
+        stop.set()
+    print(f"disk writers ({mechanism}, {'gVisor' if gvisor else 'runc'}): tried {tried}, landed {landed} past quota + 10 %; "
+          f"slowest bystander call {slowest[0]:.2f} s")
+    assert landed == 0 and slowest[0] < 30
+
+
+async def test_a_write_past_the_quota_says_so(rt: Runtime) -> None:
+    async with rt.session(limits=Limits(disk="100m")) as s:
+        r = await s.call("bash", {"command": "head -c 200000000 /dev/zero > big; echo rc=$?"})
+        text = r.text
+        assert "Disk quota exceeded" in text or "No space left" in text, text
+        assert (await s.exec("echo still", timeout=30)).stdout == "still\n"
