@@ -11,14 +11,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime, Session
-from runtime.config import RuntimeConfig
+from caisson import Runtime, Session
+from caisson.config import RuntimeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
-import anyio, runtime
-from runtime import Runtime
+import anyio, caisson
+from caisson import Runtime
 
 async def main():
     async with Runtime() as rt:
@@ -27,7 +27,7 @@ async def main():
             print(r.stdout.strip(), r.exit_code)
             print((await s.call("bash", {"command": "echo tool ok"})).text.strip())
             print("clone-exec", (await s.ping()).clone_exec)
-    print(runtime.__file__)
+    print(caisson.__file__)
 
 anyio.run(main)
 """
@@ -54,6 +54,16 @@ def test_wheel_installs_and_opens_a_session(tmp_path: Path) -> None:
     assert hello == "hello from agent 0" and tool == "tool ok"
     assert helper == "clone-exec True", "the wheel carries clone-exec's source, compiled on first use"
     assert location.startswith(str(venv)), "the installed package, not the checkout, was used"
+    # Only `caisson` is installed: a harness's own sandbox.py or runtime.py cannot shadow it.
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert not (site / "runtime").exists() and not (site / "sandbox").exists()
+    (elsewhere / "sandbox.py").write_text("raise SystemExit('the harness module was imported')\n")
+    (elsewhere / "runtime.py").write_text("raise SystemExit('the harness module was imported')\n")
+    shadowed = subprocess.run(
+        [venv / "bin" / "python", "-c", "import caisson._sandbox.protocol, caisson.runtime; print('ok')"],
+        cwd=elsewhere, capture_output=True, text=True, timeout=120,
+    )
+    assert shadowed.stdout.strip() == "ok", shadowed.stderr
     cli = subprocess.run([venv / "bin" / "caisson", "--help"], capture_output=True, text=True, cwd=elsewhere)
     assert cli.returncode == 0 and "demo" in cli.stdout
 
@@ -89,3 +99,31 @@ async def test_runtime_entered_in_one_task_and_exited_in_another(tmp_path: Path)
         tg.start_soon(stop)
     session = holder["session"]
     assert isinstance(session, Session) and session.closed
+
+
+def test_import_caisson_is_cheap_and_its_surface_is_all() -> None:
+    probe = (
+        "import sys, caisson; heavy = ['docker', 'httpx', 'fastapi', 'mcp', 'caisson.runtime', 'caisson.tools'];"
+        "print([m for m in heavy if m in sys.modules]); print(sorted(n for n in dir(caisson) if not n.startswith('_')) == caisson.__all__)"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT / "tests")
+    loaded, surface = run.stdout.splitlines()
+    assert loaded == "[]", f"importing caisson loaded {loaded}"
+    assert surface == "True"
+    import caisson
+
+    for name in caisson.__all__:
+        assert getattr(caisson, name).__name__ == name
+
+
+def test_the_package_list_is_the_folders() -> None:
+    """pyproject names every package (the import name differs from the folder's)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {
+        ".".join(("caisson", *p.parent.relative_to(ROOT / "runtime").parts))
+        for p in (ROOT / "runtime").rglob("__init__.py")
+        if "_sandbox" not in p.parts
+    }
+    assert listed == folders | {"caisson._sandbox"}

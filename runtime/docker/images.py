@@ -20,16 +20,17 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from runtime.docker import clone_exec
-from runtime.errors import ImageError
-from runtime.logs import get_logger
+from caisson.docker import clone_exec
+from caisson.errors import ImageError
+from caisson.logs import get_logger
 
 log = get_logger("caisson.images")
 
 # The daemon's source and the image's Dockerfile ship inside the installed package (the
 # project's images/ folder is package data, linked in as runtime/docker/assets).
-SANDBOX_DIR = Path(str(resources.files("sandbox")))
-DOCKERFILE = Path(str(resources.files("runtime.docker") / "assets" / "Dockerfile"))
+# The daemon's package: caisson._sandbox on the host, "sandbox" inside every container.
+SANDBOX_DIR = Path(str(resources.files("caisson._sandbox")))
+DOCKERFILE = Path(str(resources.files("caisson.docker") / "assets" / "Dockerfile"))
 IMAGE_REPO = "caisson/sandbox"
 PUBLIC_BASE = "debian:bookworm-slim"
 # "-2": bases bootstrapped before their / was made 0755 are not reused.
@@ -48,7 +49,7 @@ def daemon_hash() -> str:
     """What the daemon is: its source, and whether clone-exec goes with it."""
     digest = hashlib.sha256()
     for path in [*_daemon_files(), clone_exec.SOURCE]:
-        digest.update(path.relative_to(SANDBOX_DIR.parent).as_posix().encode() + b"\0")
+        digest.update(path.relative_to(SANDBOX_DIR).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     digest.update(b"clone-exec" if clone_exec.binary() is not None else b"")
     return digest.hexdigest()[:16]
@@ -76,7 +77,7 @@ def daemon_tar() -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in _daemon_files():
-            info = tarfile.TarInfo("caisson/" + path.relative_to(SANDBOX_DIR.parent).as_posix())
+            info = tarfile.TarInfo("caisson/sandbox/" + path.relative_to(SANDBOX_DIR).as_posix())
             data = path.read_bytes()
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))

@@ -13,9 +13,9 @@ import time
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.config import Limits
-from runtime.docker import containers
+from caisson import Runtime
+from caisson.config import Limits
+from caisson.docker import containers
 
 pytestmark = pytest.mark.anyio
 
