@@ -55,7 +55,29 @@ _HOMES = {
     "SessionError": "caisson.errors",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "ApprovalAnswer",
+    "CaissonError",
+    "CallTimeout",
+    "DaemonDied",
+    "DaemonProtocolError",
+    "DockerUnavailable",
+    "ImageError",
+    "Limits",
+    "OpError",
+    "Policy",
+    "PoolConfig",
+    "RemoteError",
+    "RemoteRuntime",
+    "RemoteSession",
+    "Runtime",
+    "RuntimeConfig",
+    "Session",
+    "SessionConfig",
+    "SessionError",
+    "SessionLike",
+    "ToolResult",
+]
 
 
 def __getattr__(name: str) -> Any:

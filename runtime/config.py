@@ -22,10 +22,28 @@ def process_start_ticks(pid: int) -> str:
         return ""
 
 
+def owner_alive(owner: str) -> bool:
+    """Owners on other hosts are presumed alive: only their TTL can condemn them here."""
+    host, _, rest = owner.partition(":")
+    pid, _, ticks = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    return process_start_ticks(int(pid)) == ticks and ticks != ""
+
+
+
 def default_owner() -> str:
     """Who owns a container: host, pid and start time, so a reaper can tell a dead owner."""
     return f"{socket.gethostname()}:{os.getpid()}:{process_start_ticks(os.getpid())}"
 
+
+def parse_bytes(size: str) -> int:
+    """``"300m"``, ``"2g"``, ``"512k"`` or a plain number of bytes."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    size = size.strip().lower().rstrip("b")
+    if size and size[-1] in units:
+        return int(float(size[:-1]) * units[size[-1]])
+    return int(size)
 
 class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")

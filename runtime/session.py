@@ -19,12 +19,12 @@ from caisson.client import archive
 from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
 from caisson.dispatch import Dispatcher
-from caisson.docker.diff import WorkspaceDiff
 from caisson.policy import ApprovalHandler, GrantStore, Policy
 from caisson.profiles.export import export_tools
 from caisson.tools.base import ToolResult
 from caisson.tools.context import InteractionHandler, ToolContext
 from caisson.transport.channel import Channel
+from caisson.workspace_diff import WorkspaceDiff
 
 
 class SessionOwner(Protocol):

@@ -23,7 +23,7 @@ async def rt(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> As
     state = tmp_path_factory.mktemp("caisson-state")
     async with Runtime(RuntimeConfig(state_dir=str(state))) as runtime:
         # Same as the test command's set-up; here too so a changed daemon is never tested stale.
-        await anyio.to_thread.run_sync(build_image, runtime.client)
+        await anyio.to_thread.run_sync(build_image, runtime.backend.client)  # type: ignore[attr-defined]
         yield runtime
 
 

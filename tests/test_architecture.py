@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("caisson.tools",),
     ("caisson.audit",),
     ("caisson.policy",),
-    ("caisson.docker",),
+    ("caisson.docker", "caisson.workspace_diff"),
+    ("caisson.backend",),
     ("caisson.client",),
     ("caisson.transport",),
     ("caisson.config", "caisson.errors", "caisson.logs", "caisson.redact"),
@@ -154,3 +155,36 @@ def test_modules_stay_readable(package: str) -> None:
         if (n := len(p.read_text().splitlines())) > 550 and str(p.relative_to(ROOT)) not in cohesive
     }
     assert long == {}
+
+
+# The engine's client belongs to its backend; the bench's baselines measure Docker itself.
+DOCKER_ALLOWED = ("caisson.docker", "caisson.bench.baseline", "caisson.bench.pool")
+
+
+def test_only_the_docker_backend_imports_docker_py() -> None:
+    found = []
+    for name, path in sorted(MODULES.items()):
+        if any(name == a or name.startswith(a + ".") for a in DOCKER_ALLOWED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            )
+            found += [f"{name} imports {m}" for m in mods if m == "docker" or m.startswith("docker.")]
+    print(f"modules outside the Docker backend importing docker-py: {len(found)}")
+    assert found == []
+
+
+def test_nothing_above_the_backend_reaches_into_the_docker_package() -> None:
+    """Sessions, the server, integrations and interfaces go through ``Backend``; only the
+    runtime's default (and the bench's Docker baselines) name the Docker backend."""
+    allowed = {"caisson.runtime": {"caisson.docker.backend"}, "caisson.bench.baseline": {"caisson.docker.backend", "caisson.docker.images"}}
+    reach = [
+        f"{src} -> {dst}"
+        for src, targets in sorted(GRAPH.items())
+        for dst in sorted(targets)
+        if dst.startswith("caisson.docker") and not src.startswith("caisson.docker")
+        and dst not in allowed.get(src, set())
+    ]
+    print(f"imports of caisson.docker from above it: {len(reach)}")
+    assert reach == []

@@ -112,6 +112,7 @@ def test_import_caisson_is_cheap_and_its_surface_is_all() -> None:
     assert surface == "True"
     import caisson
 
+    assert caisson.__all__ == sorted(caisson._HOMES)
     for name in caisson.__all__:
         assert getattr(caisson, name).__name__ == name
 

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import docker
 
+from caisson.bench.baseline import default_image, docker_client
 from caisson.bench.stats import burst, measure_sync, summarize
 from caisson.config import PoolConfig, RuntimeConfig
-from caisson.docker.images import image_tag
 from caisson.runtime import Runtime
 
 BURST = 100
@@ -29,7 +29,7 @@ async def _to_first_command(rt: Runtime, samples: list[float]) -> None:
 
 def _raw_docker(client: docker.DockerClient) -> None:
     """What starting a container costs without caisson: create, start, one exec, remove."""
-    container = client.containers.create(image_tag(), ["sleep", "60"], network_mode="none")
+    container = client.containers.create(default_image(), ["sleep", "60"], network_mode="none")
     try:
         container.start()
         container.exec_run(["true"])
@@ -53,7 +53,7 @@ async def bench_pool(iterations: int, state_dir: str | None = None) -> dict[str,
                 await _to_first_command(plain, cold)
         result["cold_start_to_first_command"] = summarize(cold)
         result["raw_docker_create_start_exec_baseline"] = await anyio.to_thread.run_sync(
-            lambda: measure_sync(lambda: _raw_docker(rt.client), n, warmup=1)
+            lambda: measure_sync(lambda: _raw_docker(docker_client(rt)), n, warmup=1)
         )
     raw = result["raw_docker_create_start_exec_baseline"]["p50_ms"]
     result["cold_vs_raw_docker_p50"] = round(result["cold_start_to_first_command"]["p50_ms"] / raw, 2)

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 
+from caisson.bench.baseline import docker_client
 from caisson.bench.density import bench_density
 from caisson.bench.file_tools import bench_file_tools
 from caisson.bench.harness import bench_harness
@@ -27,7 +28,7 @@ async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
     await s.write_file("/workspace/bench-1mb.bin", bytes(range(256)) * 4096)
     result["read_1mb"] = await measure(lambda: s.read_file("/workspace/bench-1mb.bin"), max(20, iterations // 4))
 
-    container = rt.client.containers.get(s.container_id)
+    container = docker_client(rt).containers.get(s.container_id)
     baseline_n = max(10, iterations // 10)
     # The baseline other runtimes pay per call: one `docker exec` through the Engine API.
     result["docker_exec_run_baseline"] = await anyio.to_thread.run_sync(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import posixpath
-import shutil
 import subprocess
 import tarfile
 import time
@@ -25,7 +24,7 @@ import docker.errors
 import docker.types
 import requests
 
-from caisson.config import DAEMON_CAPABILITIES, SessionConfig
+from caisson.config import DAEMON_CAPABILITIES, SessionConfig, parse_bytes
 from caisson.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from caisson.errors import DockerUnavailable, ImageError, SessionError
 from caisson.logs import get_logger
@@ -98,16 +97,9 @@ class CreatedContainer:
     pid: int = 0
 
 
-def parse_bytes(size: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    size = size.strip().lower().rstrip("b")
-    if size and size[-1] in units:
-        return int(float(size[:-1]) * units[size[-1]])
-    return int(size)
-
-
-# What bounds a container's disk on each engine (by address): "xfs-pquota", "btrfs-qgroup",
-# or None (only the host's soft watch).
+# What bounds a container's disk on each engine (by address): "xfs-pquota", "btrfs-squota"
+# (simple quotas: each extent counts against the subvolume that wrote it), "btrfs-qgroup"
+# (full accounting: the image's shared extents count too), or None (only the soft watch).
 _QUOTAS: dict[str, str | None] = {}
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
 
@@ -115,32 +107,20 @@ QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
 def quota_mechanism(client: docker.DockerClient) -> str | None:
     """The engine's per-container disk bound, found by asking the engine for one: a container
     created (never started) with a size. The storage driver's name is not enough: overlay2 on
-    XFS without project quotas, or btrfs without quotas enabled, refuse or ignore sizes."""
+    XFS without project quotas refuses sizes, btrfs without quotas takes them and bounds nothing."""
     url = str(client.api.base_url)
     if url in _QUOTAS:
         return _QUOTAS[url]
     with engine_errors("asking the engine about its storage"):
         info = client.info()
-    mechanism = QUOTA_DRIVERS.get(str(info.get("Driver")))
-    with engine_errors("listing the engine's images"):
         images = client.api.images(quiet=True)
+    mechanism = QUOTA_DRIVERS.get(str(info.get("Driver")))
+    if mechanism == "btrfs-qgroup":
+        mechanism = _btrfs_quota_mode(info)
     if mechanism is not None and not images:
-        return mechanism  # nothing to probe with yet: the driver's word, not remembered
-    if mechanism is not None:
-        probe = None
-        try:
-            with engine_errors("probing the engine's disk quotas"):
-                probe = client.api.create_container(
-                    images[0], command=["true"], host_config=client.api.create_host_config(storage_opt={"size": "1G"}),
-                    labels={LABEL_SESSION: "quota-probe", LABEL_OWNER: "quota-probe"},
-                )
-        except (docker.errors.APIError, DockerUnavailable):
-            mechanism = None
-        finally:
-            if probe is not None:
-                remove_container(client, probe["Id"])
-        if mechanism == "btrfs-qgroup" and not _btrfs_quotas_enabled(info):
-            mechanism = None
+        return mechanism  # nothing to probe with yet: the file system's word, not remembered
+    if mechanism is not None and not _takes_a_size(client, images[0]):
+        mechanism = None
     _QUOTAS[url] = mechanism
     if mechanism is None:
         log.warning(
@@ -151,14 +131,36 @@ def quota_mechanism(client: docker.DockerClient) -> str | None:
     return mechanism
 
 
-def _btrfs_quotas_enabled(info: dict[str, Any]) -> bool:
-    """btrfs takes a size without quotas enabled and bounds nothing: ask the file system
-    (a local engine only; a remote one is trusted to have them when it takes sizes)."""
-    root = Path(str(info.get("DockerRootDir") or ""))
-    if not root.is_dir() or shutil.which("btrfs") is None:
+def _takes_a_size(client: docker.DockerClient, image: str) -> bool:
+    probe = None
+    try:
+        with engine_errors("probing the engine's disk quotas"):
+            probe = client.api.create_container(
+                image, command=["true"], host_config=client.api.create_host_config(storage_opt={"size": "1G"}),
+                labels={LABEL_SESSION: "quota-probe", LABEL_OWNER: "quota-probe"},
+            )
         return True
-    shown = subprocess.run(["btrfs", "qgroup", "show", str(root)], capture_output=True, text=True, check=False)
-    return shown.returncode == 0
+    except docker.errors.APIError:
+        return False
+    finally:
+        if probe is not None:
+            remove_container(client, probe["Id"])
+
+
+def _btrfs_quota_mode(info: dict[str, Any]) -> str | None:
+    """btrfs takes a size without quotas enabled and bounds nothing: ask the file system
+    which quotas it keeps (a local engine only; a remote one that takes sizes is presumed to
+    keep full qgroups, the conservative reading for the size asked)."""
+    root = str(info.get("DockerRootDir") or "")
+    found = subprocess.run(["findmnt", "-n", "-o", "UUID", "--target", root], capture_output=True, text=True, check=False)
+    uuid_ = found.stdout.strip()
+    sysfs = Path("/sys/fs/btrfs") / uuid_ / "qgroups"
+    if not root or not Path(root).is_dir() or found.returncode != 0 or not uuid_:
+        return "btrfs-qgroup"
+    if not (sysfs / "enabled").is_file() or (sysfs / "enabled").read_text().strip() != "1":
+        return None
+    mode = (sysfs / "mode").read_text().strip() if (sysfs / "mode").is_file() else "qgroup"
+    return "btrfs-squota" if mode == "squota" else "btrfs-qgroup"
 
 
 def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
@@ -173,8 +175,9 @@ def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
 
 
 def _storage_size(client: docker.DockerClient, image: str, disk: str) -> str:
-    """The size to ask the engine for: btrfs counts the image's layers against a container's
-    limit, so they are added to the session's own quota there."""
+    """The size to ask the engine for: btrfs's full qgroups count the image's layers against a
+    container's limit, so they are added to the session's own quota there (simple quotas and
+    XFS count only what the container writes)."""
     if quota_mechanism(client) != "btrfs-qgroup":
         return disk
     with engine_errors("asking the engine for the image's size"):

@@ -4,13 +4,12 @@ grace after its controller, and may meanwhile be re-attached: the reaper leaves 
 
 from __future__ import annotations
 
-import socket
 import time
 
 import docker
-from pydantic import BaseModel
 
-from caisson.config import process_start_ticks
+from caisson.backend import Reaped
+from caisson.config import owner_alive
 from caisson.docker.containers import (
     LABEL_EXPIRES,
     LABEL_GRACE,
@@ -22,21 +21,6 @@ from caisson.docker.containers import (
 from caisson.logs import get_logger
 
 log = get_logger("caisson.gc")
-
-
-class Reaped(BaseModel):
-    session: str
-    container: str
-    reason: str
-
-
-def owner_alive(owner: str) -> bool:
-    """Owners on other hosts are presumed alive: only their TTL can condemn them here."""
-    host, _, rest = owner.partition(":")
-    pid, _, ticks = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    return process_start_ticks(int(pid)) == ticks and ticks != ""
 
 
 # A container another live controller is still setting up sits in "created" briefly.

@@ -26,8 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caisson.client.models import Confinement
 from caisson.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
-from caisson.docker import containers, images, reaper
-from caisson.errors import OpError
+from caisson.errors import ImageError, OpError
 from caisson.logs import get_logger
 from caisson.runtime import Runtime
 from caisson.session import Session
@@ -119,10 +118,10 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
                 _Shared.runtime = runtime
             _Shared.users += 1
             runtime = _Shared.runtime
-        if cfg.image is None:
-            await anyio.to_thread.run_sync(images.build_image, runtime.client)
-        elif not await anyio.to_thread.run_sync(images.has_image, runtime.client, cfg.image):
-            raise ValueError(f"caisson sandbox: image {cfg.image} is not on the Docker engine; build or pull it first")
+        try:
+            await runtime.backend.prepare_image(cfg.image)
+        except ImageError as exc:
+            raise ValueError(f"caisson sandbox: {exc}") from None
 
     @classmethod
     async def sample_init(
@@ -168,13 +167,13 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
     async def cli_cleanup(cls, id: str | None) -> None:
         """``inspect sandbox cleanup caisson [session-id]``: remove one session's container, or
         every caisson container (whoever started it)."""
-        client = await anyio.to_thread.run_sync(containers.connect, None)
-        if id is None:
-            await anyio.to_thread.run_sync(lambda: reaper.collect(client, all_owners=True))
-            return
-        row = await anyio.to_thread.run_sync(containers.find_session_container, client, id)
-        if row is not None:
-            await anyio.to_thread.run_sync(containers.remove_container, client, str(row["Id"]))
+        async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
+            if id is None:
+                await rt.backend.reap(frozenset(), all_owners=True)
+                return
+            row = await rt.backend.find(id)
+            if row is not None:
+                await rt.backend.remove(row.id)
 
     # ---- commands ---------------------------------------------------------------------
 

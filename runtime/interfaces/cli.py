@@ -30,27 +30,28 @@ def cmd_demo(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from caisson.docker import containers, images
+    from caisson.config import RuntimeConfig
+    from caisson.runtime import Runtime
 
     async def run() -> None:
-        client = await anyio.to_thread.run_sync(containers.connect, None)
-        if args.image_cmd == "build":
-            tag = await anyio.to_thread.run_sync(lambda: images.build_image(client, force=args.force))
-            _out(tag)
-        elif args.image_cmd == "prune":
-            _json(await anyio.to_thread.run_sync(images.prune_images, client))
-        else:
-            _json(images.list_images(client))
+        async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
+            if args.image_cmd == "build":
+                _out(await rt.backend.prepare_image(None, rebuild=args.force))
+            elif args.image_cmd == "prune":
+                _json(await rt.backend.prune_images())
+            else:
+                _json(await rt.backend.list_images())
 
     return run()
 
 
 def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from caisson.docker import containers, reaper
+    from caisson.config import RuntimeConfig
+    from caisson.runtime import Runtime
 
     async def run() -> None:
-        client = await anyio.to_thread.run_sync(containers.connect, None)
-        reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(client, all_owners=args.all_owners))
+        async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
+            reaped = await rt.backend.reap(frozenset(), all_owners=args.all_owners)
         _json([r.model_dump() for r in reaped])
 
     return run()

@@ -9,12 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import anyio
-import docker
-
+from caisson.backend import EngineFacts
 from caisson.config import RuntimeConfig, SessionConfig
-from caisson.docker import containers
-from caisson.docker.images import image_tag
 from caisson.errors import CaissonError
 from caisson.runtime import Runtime
 from caisson.transport.unix import UnixStream
@@ -34,24 +30,22 @@ class Check:
         return text + (f"\n      fix: {self.fix}" if self.fix and self.status != "ok" else "")
 
 
-def _engine(client: docker.DockerClient) -> tuple[Check, Check, Check]:
-    info = client.info()
-    engine = Check("engine", "ok", f"Docker {info.get('ServerVersion', '?')}, {info.get('Driver', '?')} storage")
-    runtimes = info.get("Runtimes") or {}
+def _engine(facts: EngineFacts) -> tuple[Check, Check, Check]:
+    engine = Check("engine", "ok", f"{facts.engine} {facts.version or '?'} at {facts.address}, {facts.storage_driver} storage")
     gvisor = (
         Check("gvisor", "ok", "runsc is registered: gvisor=True sessions work")
-        if "runsc" in runtimes
+        if "runsc" in facts.runtimes
         else Check("gvisor", "warn", "no runsc runtime: gvisor=True sessions fail",
-                   "install Debian's runsc and register it (scripts/setup.sh does both)")
+                   "install Debian's runsc and register it with the engine (scripts/setup.sh of a checkout does both)")
     )
-    backing = dict(info.get("DriverStatus") or [])
-    fs = backing.get("Backing Filesystem", "?")
     quota = (
-        Check("disk quota", "ok", f"overlay2 on {fs}: per-session disk limits can be enforced")
-        if info.get("Driver") == "overlay2" and fs == "xfs"
-        else Check("disk quota", "warn", f"{info.get('Driver')} on {fs}: no hard per-session disk limit; the controller "
-                   "ends a session over limits.disk about a second after it goes over (a soft bound)",
-                   "give dockerd a data-root on XFS mounted with pquota (scripts/setup.sh does, for its own dockerd)")
+        Check("disk quota", "ok", f"{facts.storage_driver} with {facts.disk_quota}: limits.disk is a hard limit, "
+              "enforced by the kernel (inodes too)")
+        if facts.disk_quota
+        else Check("disk quota", "warn", f"{facts.storage_driver}: no hard per-session disk limit; the controller "
+                   "ends a session over limits.disk about a second after it goes over (a soft bound a fast writer outruns)",
+                   "give dockerd a btrfs data-root with quotas (--storage-driver btrfs) or XFS mounted with pquota; "
+                   "scripts/setup.sh of a checkout does, for its own dockerd")
     )
     return engine, gvisor, quota
 
@@ -59,21 +53,18 @@ def _engine(client: docker.DockerClient) -> tuple[Check, Check, Check]:
 async def run_doctor() -> list[Check]:
     checks: list[Check] = []
     try:
-        client = await anyio.to_thread.run_sync(containers.connect, None)
+        async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
+            facts = await rt.backend.facts()
     except CaissonError as exc:
-        return [Check("engine", "fail", str(exc), "run scripts/setup.sh, or start dockerd, or set DOCKER_HOST")]
-    try:
-        checks.extend(await anyio.to_thread.run_sync(_engine, client))
-        tag = image_tag()
-        present = await anyio.to_thread.run_sync(lambda: bool(client.images.list(name=tag)))
-        checks.append(
-            Check("image", "ok", f"{tag} is built")
-            if present
-            else Check("image", "fail", f"{tag} is missing", "caisson image build")
-        )
-    finally:
-        client.close()
-    if present:
+        return [Check("engine", "fail", str(exc),
+                      "start a Docker engine (dockerd) or set DOCKER_HOST; from a checkout, scripts/setup.sh sets one up")]
+    checks.extend(_engine(facts))
+    checks.append(
+        Check("image", "ok", f"{facts.default_image} is built")
+        if facts.default_image_present
+        else Check("image", "fail", f"{facts.default_image} is missing", "caisson image build")
+    )
+    if facts.default_image_present:
         checks.extend(await _in_a_session())
     return checks
 

@@ -7,7 +7,7 @@ import math
 import time
 from collections import deque
 
-from caisson.docker.containers import parse_bytes
+from caisson.config import parse_bytes
 from caisson.server.models import Quotas
 
 WINDOW = 60.0

@@ -12,8 +12,7 @@ import anyio
 import uvicorn
 from fastapi import FastAPI
 
-from caisson.config import RuntimeConfig
-from caisson.docker import reaper
+from caisson.config import RuntimeConfig, owner_alive
 from caisson.logs import get_logger
 from caisson.policy import Policy
 from caisson.runtime import Runtime
@@ -135,7 +134,7 @@ class Hosted:
 def _replica_alive(name: str) -> bool:
     """A replica on this host is alive while its process is; one elsewhere is presumed so
     (only its heartbeat can tell)."""
-    return reaper.owner_alive(name.split("/")[0])
+    return owner_alive(name.split("/")[0])
 
 
 async def _every(seconds: float, work: Callable[[], Awaitable[None]], what: str) -> None:

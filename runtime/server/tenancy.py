@@ -13,7 +13,6 @@ import anyio
 from caisson.client.models import Confinement
 from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
-from caisson.docker import containers
 from caisson.errors import CaissonError, SessionError
 from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
@@ -208,11 +207,7 @@ class Tenancy:
     async def sweep(self) -> None:
         """Close sessions whose container is gone (TTL, idle timeout, killed). The engine is
         asked, not the daemons: a ping would count as activity and keep idle sessions alive."""
-        client = self._rt.client
-        rows = await anyio.to_thread.run_sync(
-            lambda: client.containers.list(filters={"label": containers.LABEL_SESSION, "status": "running"})
-        )
-        running = {c.labels.get(containers.LABEL_SESSION) for c in rows}
+        running = {row.session_id for row in await self._rt.backend.list_sandboxes() if row.state == "running"}
         for live in list(self._live.values()):
             if live.info.id not in running and live.info.id in self._live:
                 await self.dead(live, SessionError("its container is no longer running"))

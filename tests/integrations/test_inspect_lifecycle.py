@@ -37,4 +37,4 @@ async def test_no_cleanup_leaves_a_running_session_that_cli_cleanup_removes() ->
             await again.detach()
     await CaissonSandboxEnvironment.cli_cleanup(session_id)
     async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
-        assert containers.find_session_container(rt.client, session_id) is None
+        assert containers.find_session_container(rt.backend.client, session_id) is None

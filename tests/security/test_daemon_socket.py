@@ -89,7 +89,7 @@ async def test_agent_cannot_use_the_daemon_socket(rt: Runtime) -> None:
 
 async def test_root_in_the_container_is_refused(rt: Runtime) -> None:
     async with rt.session() as s:
-        container = rt.client.containers.get(s.container_id)
+        container = rt.backend.client.containers.get(s.container_id)
         answered = 0
         tries = 20
         for _ in range(tries):
@@ -141,7 +141,7 @@ async def test_host_never_follows_a_planted_socket(rt: Runtime, tmp_path: Path) 
         for name, plant in plants.items():
             s = await rt.open_session(mounts={str(evil_dir): "/evil"})
             try:
-                container = rt.client.containers.get(s.container_id)
+                container = rt.backend.client.containers.get(s.container_id)
                 await anyio.to_thread.run_sync(functools.partial(container.exec_run, ["sh", "-c", plant], user="0"))
                 pid = int(container.attrs["State"]["Pid"])
                 connected = None

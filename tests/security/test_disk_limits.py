@@ -57,9 +57,9 @@ async def _bystander(rt: Runtime, slowest: list[float], stop: anyio.Event) -> No
 
 @pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
 async def test_every_writer_stops_at_the_quota(rt: Runtime, gvisor: bool) -> None:
-    mechanism = containers.quota_mechanism(rt.client)
+    mechanism = containers.quota_mechanism(rt.backend.client)
     assert mechanism is not None, "the test engine must bound a container's disk (scripts/setup.sh gives it btrfs)"
-    root = str(rt.client.info()["DockerRootDir"])
+    root = str(rt.backend.client.info()["DockerRootDir"])
     tried = landed = 0
     slowest = [0.0]
     stop = anyio.Event()

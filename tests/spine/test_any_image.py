@@ -13,12 +13,12 @@ pytestmark = pytest.mark.anyio
 
 
 def _build(rt: Runtime, tag: str, dockerfile: str) -> str:
-    rt.client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="none")
+    rt.backend.client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="none")
     return tag
 
 
 async def test_plain_image_with_python_works(rt: Runtime) -> None:
-    base = resolve_base(rt.client)
+    base = resolve_base(rt.backend.client)
     tag = _build(rt, "caisson-test/plain:latest", f"FROM {base}\nRUN mkdir -p /srv/project && echo plain > /srv/project/README\n")
     async with rt.session(image=tag, workdir="/srv/project") as s:
         r = await s.exec("cat README; id -u", timeout=10)
@@ -28,7 +28,7 @@ async def test_plain_image_with_python_works(rt: Runtime) -> None:
 
 
 async def test_image_without_python_is_a_clear_error(rt: Runtime) -> None:
-    base = resolve_base(rt.client)
+    base = resolve_base(rt.backend.client)
     tag = _build(rt, "caisson-test/nopython:latest", f"FROM {base}\nRUN rm -f /usr/bin/python3*\n")
     with pytest.raises(ImageError) as err:
         async with rt.session(image=tag):

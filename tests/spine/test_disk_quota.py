@@ -28,7 +28,7 @@ def free_mb(path: str) -> float:
 
 
 async def test_disk_limits(rt: Runtime) -> None:
-    if containers.disk_quotas(rt.client, strict=False):
+    if containers.disk_quotas(rt.backend.client, strict=False):
         await _writes_stop_at_the_quota(rt)
     else:
         await _unbounded_engine_is_refused_when_strict(rt)
@@ -66,7 +66,7 @@ async def _host_quota_ends_a_session_that_writes_past_it(rt: Runtime) -> None:
 
 
 async def _writes_stop_at_the_quota(rt: Runtime) -> None:
-    data_root = rt.client.info()["DockerRootDir"]
+    data_root = rt.backend.client.info()["DockerRootDir"]
     async with rt.session(limits=Limits(disk=f"{QUOTA_MB}m"), strict_quotas=True) as s, rt.session() as other:
         before = free_mb(data_root)
         sizes, dropped, message = [], 0.0, ""

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.anyio
 
 def _exists(rt: Runtime, container_id: str) -> bool:
     try:
-        rt.client.containers.get(container_id)
+        rt.backend.client.containers.get(container_id)
         return True
     except docker.errors.NotFound:
         return False
@@ -32,7 +32,7 @@ async def test_closing_a_session_removes_its_container(rt: Runtime) -> None:
     async with rt.session() as s:
         cid = s.container_id
         assert _exists(rt, cid)
-        labels = rt.client.containers.get(cid).labels
+        labels = rt.backend.client.containers.get(cid).labels
         assert labels[LABEL_SESSION] == s.id and "caisson.expires" in labels and "caisson.owner" in labels
     assert not _exists(rt, cid)
 
@@ -80,12 +80,12 @@ async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(
     from caisson.docker import reaper
 
     s = await rt.open_session()  # a grace period: its daemon ends it when its controller is gone
-    labels = rt.client.api.inspect_container(s.container_id)["Config"]["Labels"]
+    labels = rt.backend.client.api.inspect_container(s.container_id)["Config"]["Labels"]
     # An owner on this host whose process is gone.
     dead_owner = {**labels, "caisson.owner": f"{socket.gethostname()}:999999:1"}
     assert reaper.reason_to_reap(dead_owner, "running", 0.0, 1.0) is None
     assert reaper.reason_to_reap({**dead_owner, "caisson.grace": ""}, "running", 0.0, 1.0) == "owner process is gone"
-    reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(rt.client, all_owners=True))
+    reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(rt.backend.client, all_owners=True))
     assert any(s.container_id.startswith(r.container) for r in reaped)
     assert not _exists(rt, s.container_id)
     await s.close()

@@ -51,7 +51,7 @@ def controller(tmp_path: Path, sessions: int, grace: float) -> tuple[subprocess.
 
 
 def running(rt: Runtime, session_ids: list[str]) -> set[str]:
-    rows = rt.client.api.containers(filters={"label": LABEL_SESSION})
+    rows = rt.backend.client.api.containers(filters={"label": LABEL_SESSION})
     return {row["Labels"][LABEL_SESSION] for row in rows} & set(session_ids)
 
 

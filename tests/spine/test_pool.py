@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 
 def owned(rt: Runtime) -> set[str]:
-    rows = rt.client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={rt.config.owner}"})
+    rows = rt.backend.client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={rt.config.owner}"})
     return {row["Id"] for row in rows}
 
 
@@ -58,7 +58,7 @@ async def test_a_dead_pooled_container_falls_back_to_a_cold_start(tmp_path: Path
     async with Runtime(config) as rt:
         assert await rt.pool_ready(timeout=120)
         [victim] = owned(rt)
-        rt.client.api.kill(victim)
+        rt.backend.client.api.kill(victim)
         await anyio.sleep(0.5)
         async with rt.session() as s:
             assert s.container_id != victim

@@ -30,7 +30,7 @@ async def test_fork_carries_state_and_forks_are_isolated(tmp_path: Path) -> None
                     await fork.close()
         # Only this session's snapshots: other runtimes (a server under test) keep their own.
         of_original = {"label": f"caisson.snapshot_of={original.id}"}
-        assert len(rt.client.images.list(name="caisson/snapshot", filters=of_original)) == 1
+        assert len(rt.backend.client.images.list(name="caisson/snapshot", filters=of_original)) == 1
     # Leaving the runtime removed the snapshots it made.
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False)) as check:
         assert check.client.images.list(name="caisson/snapshot", filters=of_original) == []

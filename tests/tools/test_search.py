@@ -321,8 +321,8 @@ async def test_image_without_ripgrep_uses_the_python_engine(
     rt: Runtime, generated: str, shared_session: Session
 ) -> None:
     tag = "caisson-test/norg:latest"
-    base = resolve_base(rt.client)
-    rt.client.images.build(
+    base = resolve_base(rt.backend.client)
+    rt.backend.client.images.build(
         fileobj=io.BytesIO(f"FROM {base}\nRUN rm -f /usr/bin/rg\n".encode()), tag=tag, rm=True, network_mode="none"
     )
     async with rt.session(image=tag) as bare:

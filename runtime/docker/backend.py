@@ -1,0 +1,217 @@
+"""Docker as a ``Backend``: runc and gVisor containers on one engine, local or remote.
+
+The engine's calls are blocking (docker-py): each runs in a worker thread. The threads that
+keep sessions honest (leases for grace periods, the soft disk watch, the warm pool) are the
+backend's: they live from ``open`` to ``aclose``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import anyio
+import docker
+
+from caisson.backend import BaseFiles, EngineFacts, Reaped, Sandbox, SandboxRow
+from caisson.config import SessionConfig
+from caisson.docker import containers, images, reaper
+from caisson.docker.disk_watch import DiskWatch
+from caisson.docker.image_files import ImageProbe
+from caisson.docker.lease import LeaseKeeper
+from caisson.docker.pool import WarmPool
+from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError
+from caisson.logs import get_logger
+from caisson.transport import unix
+from caisson.transport.attach import AttachStream, open_attach
+from caisson.transport.channel import ByteTransport
+
+log = get_logger("caisson.docker")
+
+
+class DockerBackend:
+    def __init__(self, docker_host: str | None = None) -> None:
+        self._docker_host = docker_host
+        self._client: docker.DockerClient | None = None
+        self._leases: LeaseKeeper | None = None
+        self._disk: DiskWatch | None = None
+        self._pool: WarmPool | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        """The engine's client (for this backend's own tools: the image build, the bench's baseline)."""
+        if self._client is None:
+            raise CaissonError("the Docker backend is not open: use `async with Runtime() as rt`")
+        return self._client
+
+    @property
+    def address(self) -> str:
+        return self._docker_host or containers.docker_host_url()
+
+    async def open(
+        self,
+        owner: str,
+        *,
+        leased: Callable[[], dict[str, tuple[float, bool]]],
+        soft_quotas: Callable[[], dict[str, int]],
+    ) -> None:
+        self._client = await anyio.to_thread.run_sync(containers.connect, self._docker_host)
+        self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
+        self._leases.start()
+        self._disk = DiskWatch(self._client, owner, soft_quotas)
+        self._disk.start()
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for keeper in (self._leases, self._disk):
+                if keeper is not None:
+                    await anyio.to_thread.run_sync(keeper.stop)
+            self._leases = self._disk = None
+            if self._pool is not None:
+                await anyio.to_thread.run_sync(self._pool.close)
+                self._pool = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def bounds_disk(self) -> bool:
+        """Whether the engine bounds a container's disk itself (else the soft watch does)."""
+        return containers.disk_quotas(self.client, strict=False)
+
+    async def facts(self) -> EngineFacts:
+        def read() -> EngineFacts:
+            with containers.engine_errors("asking the engine about itself"):
+                info = self.client.info()
+                version = self.client.version().get("Version", "")
+            tag = images.image_tag()
+            return EngineFacts(
+                default_image=tag,
+                default_image_present=images.has_image(self.client, tag),
+                engine="docker",
+                address=self.address,
+                version=str(version),
+                storage_driver=str(info.get("Driver", "")),
+                disk_quota=containers.quota_mechanism(self.client),
+                runtimes=sorted((info.get("Runtimes") or {}).keys()),
+            )
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def prepare_image(self, image: str | None, *, rebuild: bool = False) -> str:
+        if image is None:
+            return await anyio.to_thread.run_sync(lambda: images.build_image(self.client, force=rebuild))
+        if not await anyio.to_thread.run_sync(images.has_image, self.client, image):
+            raise ImageError(f"image {image} is not on the Docker engine at {self.address}: build or pull it first")
+        return image
+
+    async def list_images(self) -> list[dict[str, object]]:
+        return await anyio.to_thread.run_sync(images.list_images, self.client)
+
+    async def prune_images(self) -> list[str]:
+        return await anyio.to_thread.run_sync(images.prune_images, self.client)
+
+    async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
+        made = await anyio.to_thread.run_sync(
+            functools.partial(containers.create_container, self.client, session_id, owner, config, listen=listen)
+        )
+        return Sandbox(id=made.id, session_id=session_id)
+
+    async def attach(self, container_id: str, *, timeout: float) -> ByteTransport:
+        return await open_attach(self.address, self.client.api.api_version, container_id, timeout=timeout)
+
+    async def start(self, sandbox: Sandbox) -> Sandbox:
+        await anyio.to_thread.run_sync(containers.start_container, self.client, sandbox.id)
+        pid = await anyio.to_thread.run_sync(containers.reachable_pid, self.client, sandbox.id)
+        return sandbox.model_copy(update={"pid": pid})
+
+    async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:
+        if sandbox.pid:
+            if isinstance(attach, AttachStream):
+                # The daemon of a new session: the socket once it listens, the attach stream closed.
+                return await unix.upgrade(attach, sandbox.pid, timeout=timeout)
+            try:
+                return await unix.connect(sandbox.pid, timeout=timeout)
+            except TimeoutError:
+                raise DaemonDied(
+                    f"the sandbox daemon of container {sandbox.id[:12]} did not listen within {timeout:g} s"
+                ) from None
+            except DaemonProtocolError as exc:
+                log.warning("using the attach stream instead of the daemon's socket", container=sandbox.id[:12], error=str(exc))
+        return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
+
+    async def remove(self, container_id: str) -> None:
+        await anyio.to_thread.run_sync(containers.remove_container, self.client, container_id)
+
+    async def find(self, session_id: str) -> SandboxRow | None:
+        row = await anyio.to_thread.run_sync(containers.find_session_container, self.client, session_id)
+        return None if row is None else _row(row)
+
+    async def list_sandboxes(self) -> list[SandboxRow]:
+        rows = await anyio.to_thread.run_sync(containers.list_session_containers, self.client)
+        return [_row(r) for r in rows]
+
+    async def reap(self, spare: frozenset[str], *, all_owners: bool = False) -> list[Reaped]:
+        pooled = self.pool_session_ids()
+        return await anyio.to_thread.run_sync(
+            lambda: reaper.collect(self.client, spare=spare | pooled, all_owners=all_owners)
+        )
+
+    async def snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
+        return await anyio.to_thread.run_sync(containers.snapshot, self.client, container_id, session_id, owner, ttl)
+
+    async def remove_snapshot(self, ref: str) -> None:
+        await anyio.to_thread.run_sync(containers.remove_snapshot, self.client, ref)
+
+    async def base_files(self, container_id: str) -> BaseFiles:
+        return await anyio.to_thread.run_sync(ImageProbe, self.client, container_id)
+
+    async def death_cause(self, container_id: str) -> str | None:
+        if self._disk is not None and container_id in self._disk.reasons:
+            return self._disk.reasons[container_id]
+        if self._client is None:
+            return None
+        return await anyio.to_thread.run_sync(containers.death_cause, self._client, container_id)
+
+    async def keep(self, container_id: str, *, gvisor: bool, until: float) -> None:
+        await anyio.to_thread.run_sync(
+            lambda: containers.renew_lease(self.client, container_id, gvisor=gvisor, until=until)
+        )
+
+    def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
+        self._pool = WarmPool(self.client, owner, config, size, listen=listen)
+        self._pool.start()
+
+    def pool_take(self, config: SessionConfig) -> Sandbox | None:
+        if self._pool is None or not self._pool.fits(config):
+            return None
+        made = self._pool.take()
+        return None if made is None else Sandbox(id=made.id, session_id=made.session_id, pid=made.pid)
+
+    def pool_session_ids(self) -> frozenset[str]:
+        return self._pool.session_ids() if self._pool is not None else frozenset()
+
+    def _pool_leases(self) -> dict[str, tuple[float, bool]]:
+        """The pool's containers, kept alive like sessions: grace and gVisor flag."""
+        pool = self._pool
+        if pool is None or not pool.config.grace:
+            return {}
+        return dict.fromkeys(pool.container_ids(), (pool.config.grace, pool.config.gvisor))
+
+    async def pool_ready(self, timeout: float) -> bool:
+        if self._pool is None:
+            return False
+        return await anyio.to_thread.run_sync(self._pool.wait_full, timeout)
+
+
+def _row(row: dict[str, object]) -> SandboxRow:
+    labels = row.get("Labels") or {}
+    assert isinstance(labels, dict)
+    return SandboxRow(
+        id=str(row["Id"]),
+        session_id=str(labels.get(containers.LABEL_SESSION, "")),
+        tenant=str(labels.get(containers.LABEL_TENANT, "default")),
+        owner=str(labels.get(containers.LABEL_OWNER, "")),
+        profile=str(labels.get(containers.LABEL_PROFILE, "caisson")),
+        state=str(row.get("State", "")),
+        listen=labels.get(containers.LABEL_LISTEN) == "1",
+    )
