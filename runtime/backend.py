@@ -24,7 +24,9 @@ class Sandbox(BaseModel):
 
     id: str
     session_id: str
-    # The started daemon's host pid when the host can reach its socket (the local fast path), else 0.
+    # Its daemon also listens on a socket (made so for the local fast path).
+    listen: bool = False
+    # The started daemon's host pid when the host can reach that socket, else 0.
     pid: int = 0
 
 
@@ -134,7 +136,11 @@ class Backend(Protocol):
         ...
 
     async def start(self, sandbox: Sandbox) -> Sandbox:
-        """Start it; the result's ``pid`` says whether its daemon's socket is reachable."""
+        """Start it; the result is ``reachable``'s."""
+        ...
+
+    async def reachable(self, sandbox: Sandbox) -> Sandbox:
+        """A started sandbox with ``pid`` set when its daemon listens and the host can reach the socket."""
         ...
 
     async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:

@@ -254,9 +254,8 @@ class Runtime:
         if row is None or row.state != "running" or row.tenant != asked:
             raise SessionError(f"session {session_id} has no running container of tenant {asked} to attach to")
         cfg = config or SessionConfig(profile=row.profile, tenant=asked)
-        sandbox = Sandbox(id=row.id, session_id=session_id)
-        if row.listen and self.config.transport == "auto":
-            sandbox = await self.backend.start(sandbox)  # started already: this only finds its socket
+        listen = row.listen and self.config.transport == "auto"
+        sandbox = await self.backend.reachable(Sandbox(id=row.id, session_id=session_id, listen=listen))
         stream = await self.backend.connect(sandbox, None, timeout=self.config.start_timeout)
         channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(row.id))
         return await self._attach_session(session_id, row.id, cfg, channel, policy, approval_handler, interaction_handler)

@@ -124,6 +124,9 @@ class ProcessBackend:
         self.rows[sandbox.id] = self.rows[sandbox.id].model_copy(update={"state": "running"})
         return sandbox
 
+    async def reachable(self, sandbox: Sandbox) -> Sandbox:
+        return sandbox
+
     async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:
         return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
 

@@ -58,7 +58,8 @@ class DockerBackend:
         self._client = await anyio.to_thread.run_sync(containers.connect, self._docker_host)
         self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
         self._leases.start()
-        self._disk = DiskWatch(self._client, owner, soft_quotas)
+        # The soft watch only where the engine cannot bound a disk itself.
+        self._disk = DiskWatch(self._client, owner, lambda: {} if self.bounds_disk() else soft_quotas())
         self._disk.start()
 
     async def aclose(self) -> None:
@@ -114,13 +115,18 @@ class DockerBackend:
         made = await anyio.to_thread.run_sync(
             functools.partial(containers.create_container, self.client, session_id, owner, config, listen=listen)
         )
-        return Sandbox(id=made.id, session_id=session_id)
+        return Sandbox(id=made.id, session_id=session_id, listen=listen)
 
     async def attach(self, container_id: str, *, timeout: float) -> ByteTransport:
         return await open_attach(self.address, self.client.api.api_version, container_id, timeout=timeout)
 
     async def start(self, sandbox: Sandbox) -> Sandbox:
         await anyio.to_thread.run_sync(containers.start_container, self.client, sandbox.id)
+        return await self.reachable(sandbox)
+
+    async def reachable(self, sandbox: Sandbox) -> Sandbox:
+        if not sandbox.listen:
+            return sandbox
         pid = await anyio.to_thread.run_sync(containers.reachable_pid, self.client, sandbox.id)
         return sandbox.model_copy(update={"pid": pid})
 
@@ -185,7 +191,7 @@ class DockerBackend:
         if self._pool is None or not self._pool.fits(config):
             return None
         made = self._pool.take()
-        return None if made is None else Sandbox(id=made.id, session_id=made.session_id, pid=made.pid)
+        return None if made is None else Sandbox(id=made.id, session_id=made.session_id, listen=made.pid > 0, pid=made.pid)
 
     def pool_session_ids(self) -> frozenset[str]:
         return self._pool.session_ids() if self._pool is not None else frozenset()

@@ -71,11 +71,13 @@ async def _writes_stop_at_the_quota(rt: Runtime) -> None:
         before = free_mb(data_root)
         sizes, dropped, message = [], 0.0, ""
         for where in ("/workspace", "/tmp"):
-            r = await s.call("bash", {"command": f"dd if=/dev/zero of={where}/fill bs=1M count={QUOTA_MB * 3} 2>&1; sync"})
+            # Not dd: the policy refuses dd as a known-destructive command before the disk is reached.
+            r = await s.call("bash", {"command": f"head -c {QUOTA_MB * 3}M /dev/zero > {where}/fill"})
             message = r.text
             sizes.append(int((await s.exec(["stat", "-c", "%s", f"{where}/fill"])).stdout) / 2**20)
             dropped = max(dropped, before - free_mb(data_root))
-            await s.exec(["rm", "-f", f"{where}/fill"])
+            # sync: btrfs gives freed extents back to the quota when the transaction commits.
+            await s.exec(f"rm -f {where}/fill; sync")
         print(f"quota {QUOTA_MB} MB: writes stopped at {sizes} MB; host free space dropped by at most {dropped:.0f} MB")
         assert "No space left" in message or "quota" in message.lower()
         assert all(QUOTA_MB * 0.9 <= size <= QUOTA_MB * 1.05 for size in sizes)

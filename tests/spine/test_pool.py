@@ -40,16 +40,16 @@ async def test_sessions_take_pooled_containers_and_bind_late(tmp_path: Path) -> 
             assert not (await s.stat("/workspace/left-behind.txt")).exists
 
         # A session whose container would differ starts cold; the pool is not touched.
-        before = rt._pool.ready if rt._pool else 0
+        before = rt.backend._pool.ready if rt.backend._pool else 0
         async with rt.session(limits=Limits(memory="1g")) as s:
             assert s.container_id not in pooled
-        assert rt._pool is not None and rt._pool.ready >= before
+        assert rt.backend._pool is not None and rt.backend._pool.ready >= before
 
         assert await rt.pool_ready(timeout=120)
         assert first not in owned(rt)
     # Leaving the runtime removes the idle pooled containers too.
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False)) as check:
-        rows = check.client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={config.owner}"})
+        rows = check.backend.client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={config.owner}"})
         assert rows == []
 
 

@@ -33,7 +33,7 @@ async def test_fork_carries_state_and_forks_are_isolated(tmp_path: Path) -> None
         assert len(rt.backend.client.images.list(name="caisson/snapshot", filters=of_original)) == 1
     # Leaving the runtime removed the snapshots it made.
     async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False)) as check:
-        assert check.client.images.list(name="caisson/snapshot", filters=of_original) == []
+        assert check.backend.client.images.list(name="caisson/snapshot", filters=of_original) == []
 
 
 async def test_session_snapshot_restores_files_in_a_new_session(rt: Runtime) -> None:
