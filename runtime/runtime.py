@@ -21,6 +21,7 @@ from runtime.docker.diff import WorkspaceDiff
 from runtime.docker.disk_watch import DiskWatch
 from runtime.docker.lease import LeaseKeeper
 from runtime.docker.pool import WarmPool
+from runtime.egress import EgressRules
 from runtime.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from runtime.logs import get_logger
 from runtime.policy import ApprovalHandler, Policy
@@ -208,6 +209,7 @@ class Runtime:
         if from_snapshot is not None:
             overrides["image"] = from_snapshot
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
+        EgressRules(cfg.egress)  # a bad entry fails here, before a container is made
         handlers = (policy, approval_handler, interaction_handler)
         pooled = self._pool.take() if self._pool is not None and self._pool.fits(cfg) else None
         if pooled is not None:
@@ -363,6 +365,12 @@ class Runtime:
         if version < MIN_DAEMON_PYTHON:
             await session.close()
             raise ImageError(f"image {cfg.image} has Python {info.python}; the daemon needs >= 3.8")
+        if cfg.egress:
+            try:
+                await session.start_egress(self.config.egress_hosts)
+            except BaseException:
+                await session.close()
+                raise
         log.debug("session ready", session=session_id, container=container_id[:12], image=cfg.image or "default")
         return session
 

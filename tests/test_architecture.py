@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime", "runtime.runtime"),
     ("runtime.session",),
     ("runtime.dispatch",),
+    ("runtime.egress",),
     ("runtime.profiles",),
     ("runtime.tools",),
     ("runtime.audit",),

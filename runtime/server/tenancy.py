@@ -59,7 +59,9 @@ class Live:
 
     def __post_init__(self) -> None:
         cfg = self.session.config
-        self.agent = self.session.confined(Confinement(user=cfg.agent_user, level="dangerous", network=cfg.network))
+        self.agent = self.session.confined(Confinement(
+            user=cfg.agent_user, level="dangerous", network=cfg.network, egress_port=cfg.egress_port
+        ))
 
 
 class Tenancy:
