@@ -66,6 +66,8 @@ class EgressStats:
     connections: Counter[tuple[str, str]] = field(default_factory=Counter)
     bytes_in: int = 0
     bytes_out: int = 0
+    # Connections being served now (counted until their audit event is recorded).
+    open: int = 0
 
 
 @dataclass
@@ -105,7 +107,6 @@ class EgressGateway:
         self.audit = audit
         self.hosts = {normalize_host(name) or name.lower(): address for name, address in hosts.items()}
         self.stats = EgressStats()
-        self._open = 0
         self._scope: anyio.CancelScope | None = None
         self._closing = False
         self._done: anyio.Event | None = None
@@ -174,28 +175,25 @@ class EgressGateway:
         conn = _Conn(conn_id)
         decision: Decision | None = None
         upstream: anyio.abc.SocketStream | None = None
+        self.stats.open += 1
         try:
-            if self._open >= self.limits.max_connections:
-                raise Refused(429, f"the session has {self._open} egress connections open, its limit")
-            self._open += 1
-            try:
-                head, rest = await self._read_head(conn)
-                conn.request = request = parse_request(head)
-                decision = await self._decide(request, conn_id)
-                if not decision.allowed:
-                    raise Refused(403, f"egress to {request.host}:{request.port} denied: {decision.message}")
-                if self.stats.bytes_out >= self.limits.max_bytes_out:
-                    raise Refused(403, f"the session sent its egress limit of {self.limits.max_bytes_out} bytes")
-                upstream = await self._dial(request, conn)
-                if request.forward is None:
-                    await self._write(conn, b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    conn.tunnel = True
-                    rest = await self._check_hello(conn, request, rest)
-                else:
-                    rest = request.forward + rest
-                await self._pipe(conn, upstream, rest)
-            finally:
-                self._open -= 1
+            if self.stats.open > self.limits.max_connections:
+                raise Refused(429, f"the session has {self.limits.max_connections} egress connections open, its limit")
+            head, rest = await self._read_head(conn)
+            conn.request = request = parse_request(head)
+            decision = await self._decide(request, conn_id)
+            if not decision.allowed:
+                raise Refused(403, f"egress to {request.host}:{request.port} denied: {decision.message}")
+            if self.stats.bytes_out >= self.limits.max_bytes_out:
+                raise Refused(403, f"the session sent its egress limit of {self.limits.max_bytes_out} bytes")
+            upstream = await self._dial(request, conn)
+            if request.forward is None:
+                await self._write(conn, b"HTTP/1.1 200 Connection established\r\n\r\n")
+                conn.tunnel = True
+                rest = await self._check_hello(conn, request, rest)
+            else:
+                rest = request.forward + rest
+            await self._pipe(conn, upstream, rest)
         except Refused as exc:
             conn.outcome = "denied" if exc.status == 403 else "refused"
             conn.message = exc.reason
@@ -212,6 +210,7 @@ class EgressGateway:
                 with contextlib.suppress(CaissonError), anyio.move_on_after(CLOSE_TIMEOUT):
                     await self._op("net_close", {"conn": conn_id, "how": "both"})
                 self._audit(conn, decision)
+                self.stats.open -= 1
 
     async def _read_head(self, conn: _Conn) -> tuple[bytes, bytes]:
         data = b""
