@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from runtime.bench.density import bench_density
+from runtime.bench.egress import bench_egress
 from runtime.bench.file_tools import bench_file_tools
 from runtime.bench.harness import bench_harness
 from runtime.bench.hosted import bench_hosted
@@ -85,7 +86,7 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
 
 
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted"])
+    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "egress"])
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "pool_acquire_to_first_command_p50_ms": 15,
@@ -114,4 +115,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         report["density"] = await bench_density(sessions=100)
     if "hosted" in groups:
         report["hosted"] = await bench_hosted()
+    if "egress" in groups:
+        report["egress"] = await bench_egress(iterations)
     return report
