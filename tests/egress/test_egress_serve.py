@@ -12,6 +12,7 @@ import docker
 import pytest
 
 from runtime.docker.images import build_image
+from runtime.remote import RemoteError, RemoteRuntime
 from runtime.server.settings import ServeSettings
 from tests.server.harness import Api, ServerThread
 
@@ -69,3 +70,19 @@ def test_egress_within_the_tenant_quota_and_counted_per_tenant(served: Api, orig
             assert metric(text, "caisson_egress_bytes_total", tenant=tenant.tenant_id, direction="in") > 0
         c.delete(f"/sessions/{sid}")
     assert re.search(r"caisson_egress_bytes_total\{", text)
+
+
+@pytest.mark.anyio
+async def test_remote_runtime_opens_sessions_with_egress(served: Api, origin: Origin) -> None:
+    allowed = f"origin.test:{origin.http_port}"
+    tenant = served.tenant("egress-remote", egress=[allowed])
+    async with RemoteRuntime(served.url, tenant.token) as rt:
+        session = await rt.open_session(egress=[allowed])
+        try:
+            ran = await session.exec(f"python3 -c \"import urllib.request as u; print(u.urlopen('http://{allowed}/hello').read())\"")
+            assert ran.exit_code == 0 and "hello from origin.test" in ran.stdout, ran
+        finally:
+            await session.close()
+        with pytest.raises(RemoteError) as beyond:
+            await rt.open_session(egress=["github"])
+        assert beyond.value.status == 403 and "github" in str(beyond.value)
