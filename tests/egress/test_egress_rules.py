@@ -96,3 +96,12 @@ def test_the_client_hello_names_its_server() -> None:
     assert client_hello(b"GET / HTTP/1.1\r\n").complete and not client_hello(b"GET /").tls
     with pytest.raises(Refused):
         client_hello(b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00")  # a ServerHello first
+
+
+def test_serve_takes_egress_host_mappings() -> None:
+    from runtime.interfaces.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--egress-host", "pypi.internal=10.0.0.5", "--egress-host", "a.test=::1"])
+    assert dict(entry.split("=", 1) for entry in args.egress_host) == {"pypi.internal": "10.0.0.5", "a.test": "::1"}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--egress-host", "pypi.internal"])
