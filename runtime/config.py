@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
 # agent owns, dropping to the agent user, and signalling the agent's processes.
@@ -147,6 +148,16 @@ class RuntimeConfig(BaseModel):
             "and an address named here is reachable even when private or loopback"
         ),
     )
+    @field_validator("egress_hosts")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"egress_hosts[{name!r}] = {address!r} is not an IP address") from None
+        return {name.lower().rstrip("."): address for name, address in value.items()}
+
     transport: Literal["auto", "attach"] = Field(
         "auto",
         description=(

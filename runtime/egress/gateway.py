@@ -31,7 +31,7 @@ from runtime.errors import CaissonError, DaemonProtocolError
 from runtime.logs import get_logger
 from runtime.policy import CallRequest, Decision, Level, PolicyEngine
 
-from .rules import EgressRules, ip_literal, normalize_host, refusal
+from .rules import EgressRules, ip_literal, refusal
 from .wire import MAX_HEAD, MAX_HELLO, ProxyRequest, Refused, client_hello, head_end, parse_request
 
 log = get_logger("caisson.egress")
@@ -105,7 +105,7 @@ class EgressGateway:
         self.limits: EgressLimits = client.config.egress_limits
         self.engine = engine
         self.audit = audit
-        self.hosts = {normalize_host(name) or name.lower(): address for name, address in hosts.items()}
+        self.hosts = hosts
         self.stats = EgressStats()
         self._scope: anyio.CancelScope | None = None
         self._closing = False

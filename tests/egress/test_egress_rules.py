@@ -105,3 +105,13 @@ def test_serve_takes_egress_host_mappings() -> None:
     assert dict(entry.split("=", 1) for entry in args.egress_host) == {"pypi.internal": "10.0.0.5", "a.test": "::1"}
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--egress-host", "pypi.internal"])
+
+
+def test_egress_hosts_must_map_to_addresses() -> None:
+    from pydantic import ValidationError
+
+    from runtime.config import RuntimeConfig
+
+    assert RuntimeConfig(egress_hosts={"Pkgs.Test.": "127.0.0.1"}).egress_hosts == {"pkgs.test": "127.0.0.1"}
+    with pytest.raises(ValidationError, match="is not an IP address"):
+        RuntimeConfig(egress_hosts={"pkgs.test": "pkgs.internal"})
