@@ -81,6 +81,10 @@ class Seen:
             self.server_names.clear()
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 512  # a flood of tunnels must not find the server's backlog full
+
+
 class Origin:
     """The servers: ``http_port`` (plain) and ``https_port`` (TLS for every name in NAMES)."""
 
@@ -92,8 +96,8 @@ class Origin:
         self.repo = make_repository(root)
         self.open_streams = 0
         handler = self._handler()
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.https = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.http = _Server(("127.0.0.1", 0), handler)
+        self.https = _Server(("127.0.0.1", 0), handler)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.ca.issue_cert(*NAMES).configure_cert(context)
 

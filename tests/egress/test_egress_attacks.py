@@ -176,3 +176,49 @@ async def test_exfiltration_attempts_with_every_approval_denied(
         assert approver.asked, "hosts off the list were asked about (and denied)"
     finally:
         await session.close()
+
+
+FLOOD = r'''
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held, statuses = [], {}
+for i in range(n):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+        s.sendall(b"CONNECT origin.test:%d HTTP/1.1\r\n\r\n" % port)
+        held.append(s)
+    except OSError as exc:
+        statuses["connect " + type(exc).__name__] = statuses.get("connect " + type(exc).__name__, 0) + 1
+for s in held:
+    try:
+        line = s.recv(64).split(b"\r\n")[0].decode() or "closed"
+    except OSError as exc:
+        line = type(exc).__name__
+    statuses[line[:24]] = statuses.get(line[:24], 0) + 1
+print(statuses)
+'''
+
+
+async def test_a_connection_flood_is_bounded_and_the_session_recovers(ert: Runtime, origin: Origin) -> None:
+    """300 tunnels opened at once and held: at most the session's limit are served, the rest
+    refused; once they are gone, the allowed host works again."""
+    p = origin.https_port
+    session = await open_tooled(ert, origin, [f"origin.test:{p}"], Approver("deny"))
+    try:
+        await session.write_file("/workspace/flood.py", FLOOD)
+        code, out = await bash(session, f"python3 flood.py {p} 300", timeout=300)
+        assert code == 0, out
+        statuses = eval(out.splitlines()[0], {})  # the script's own dict literal
+        served = statuses.get("HTTP/1.1 200 Connection ", 0)
+        print(f"connection flood: 300 opened, {served} served; all answers: {statuses}")
+        assert 0 < served <= session.config.egress_limits.max_connections
+        assert sum(n for line, n in statuses.items() if line.startswith("HTTP/1.1 ")) - served == statuses.get(
+            "HTTP/1.1 429 the session", 0
+        ), statuses
+        with anyio.fail_after(60):
+            while session.egress_stats is not None and session.egress_stats.open:
+                await anyio.sleep(0.1)
+        code, out = await bash(session, f"curl -sS https://origin.test:{p}/hello")
+        assert code == 0 and "hello" in out, out
+    finally:
+        await session.close()
