@@ -11,9 +11,10 @@ import pytest
 
 from runtime import Runtime, Session
 from runtime.audit import AuditEvent
+from runtime.config import PoolConfig, RuntimeConfig, SessionConfig
 
-from .conftest import Approver, bash, open_tooled
-from .servers import PACKAGE, Origin
+from .conftest import TOOL_ENV, Approver, bash, open_tooled
+from .servers import NAMES, PACKAGE, Origin
 
 pytestmark = pytest.mark.anyio
 
@@ -208,3 +209,27 @@ async def test_egress_under_gvisor(ert: Runtime, origin: Origin) -> None:
         assert decisions == ["allow", "denied"], decisions
     finally:
         await session.close()
+
+
+async def test_a_pooled_container_takes_its_egress_when_bound(
+    origin: Origin, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The warm pool's containers are made before anyone names an egress list: the relay
+    starts when a session binds one."""
+    p = origin.https_port
+    config = RuntimeConfig(
+        state_dir=str(tmp_path_factory.mktemp("egress-pool")), egress_hosts=dict.fromkeys(NAMES, "127.0.0.1"),
+        pool=PoolConfig(size=1, session=SessionConfig(env=TOOL_ENV)),
+    )
+    async with Runtime(config) as rt:
+        assert await rt.pool_ready(180)
+        pooled = rt._pool.session_ids() if rt._pool is not None else frozenset()
+        session = await open_tooled(rt, origin, [f"origin.test:{p}"], Approver("deny"))
+        try:
+            assert session.id in pooled
+            code, out = await bash(session, f"curl -sS https://origin.test:{p}/hello")
+            assert code == 0 and "hello" in out, out
+            code, out = await bash(session, f"curl -sS https://other.test:{p}/hello")
+            assert code != 0 and "403" in out, out
+        finally:
+            await session.close()
