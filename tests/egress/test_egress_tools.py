@@ -12,6 +12,7 @@ import pytest
 from runtime import Runtime, Session
 from runtime.audit import AuditEvent
 from runtime.config import PoolConfig, RuntimeConfig, SessionConfig
+from runtime.errors import SessionError
 
 from .conftest import TOOL_ENV, Approver, bash, open_tooled
 from .servers import NAMES, PACKAGE, Origin
@@ -233,3 +234,20 @@ async def test_a_pooled_container_takes_its_egress_when_bound(
             assert code != 0 and "403" in out, out
         finally:
             await session.close()
+
+
+async def test_an_idle_session_with_egress_still_ends_at_its_idle_timeout(ert: Runtime, origin: Origin) -> None:
+    """The host's waiting for connections is no activity: the idle timeout still ends the session."""
+    session = await ert.open_session(egress=[f"origin.test:{origin.https_port}"], idle_timeout=3)
+    try:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    await session.ping()
+                except SessionError as exc:
+                    assert "idle_timeout" in str(exc), exc
+                    break
+                # A ping is activity: look less often than the timeout.
+                await anyio.sleep(5)
+    finally:
+        await session.close()
