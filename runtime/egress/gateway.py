@@ -85,8 +85,7 @@ class _Conn:
     tunnel: bool = False
 
 
-def _allowed_by_list() -> Decision:
-    return Decision(allowed=True, outcome="allow", level=Level.SAFE, rule="egress:allowlist")
+ALLOWED_BY_LIST = Decision(allowed=True, outcome="allow", level=Level.SAFE, rule="egress:allowlist")
 
 
 class EgressGateway:
@@ -250,7 +249,7 @@ class EgressGateway:
 
     async def _decide(self, request: ProxyRequest, conn_id: int) -> Decision:
         if self.rules.allows(request.host, request.port):
-            return _allowed_by_list()
+            return ALLOWED_BY_LIST
         target = f"{request.host}:{request.port}"
         call = CallRequest(
             tenant=self.client.config.tenant,
@@ -294,8 +293,11 @@ class EgressGateway:
             try:
                 with anyio.fail_after(CONNECT_TIMEOUT):
                     stream = await anyio.connect_tcp(address, request.port)
-            except (OSError, TimeoutError) as exc:
-                failure = exc if isinstance(exc, OSError) else OSError(f"no answer within {CONNECT_TIMEOUT:g} s")
+            except TimeoutError:
+                failure = OSError(f"no answer within {CONNECT_TIMEOUT:g} s")
+                continue
+            except OSError as exc:
+                failure = exc
                 continue
             conn.address = address
             return stream

@@ -4,6 +4,7 @@ others fail fast with a clear error or ask; approvals, the audit and the limits 
 
 from __future__ import annotations
 
+import socket
 import time
 
 import anyio
@@ -113,7 +114,11 @@ async def test_approvals_once_session_and_deny(ert: Runtime, origin: Origin) -> 
 async def test_private_addresses_refused_unless_mapped(ert: Runtime, origin: Origin) -> None:
     p = origin.https_port
     # Every target is on the list: only the address check stands in the way.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
     allowed = [f"origin.test:{p}", f"127.0.0.1:{p}", f"localhost:{p}", f"[::1]:{p}", f"169.254.169.254:{p}"]
+    allowed.append(f"origin.test:{closed}")
     session = await open_tooled(ert, origin, allowed, Approver("deny"))
     try:
         origin.seen.clear()
@@ -130,6 +135,11 @@ async def test_private_addresses_refused_unless_mapped(ert: Runtime, origin: Ori
         # The same loopback server, named through the runtime's mapping, is reachable.
         code, out = await bash(session, f"curl -sS https://origin.test:{p}/hello")
         assert code == 0 and "hello" in out, out
+        # An allowed host where nothing listens: a quick 502 that says so.
+        code, out = await bash(session, f"curl -sS https://origin.test:{closed}/hello")
+        assert code != 0 and "502" in out, out
+        events = await egress_events(ert, session)
+        assert any("cannot connect to origin.test" in (e.message or "") for e in events), events
         messages = [e.message or "" for e in await egress_events(ert, session) if e.outcome == "denied"]
         assert any("loopback" in m for m in messages) and any("link-local" in m for m in messages), messages
     finally:
