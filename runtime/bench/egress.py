@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 
-from runtime.bench.stats import summarize
-from runtime.runtime import Runtime
+from caisson.bench.stats import summarize
+from caisson.runtime import Runtime
 
 DOWNLOAD = 100 * 1024 * 1024
 NAME = "bench.test"

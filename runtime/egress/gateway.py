@@ -24,12 +24,12 @@ import anyio.from_thread
 import anyio.lowlevel
 from pydantic import BaseModel, ValidationError
 
-from runtime.audit import AuditEvent, AuditLog
-from runtime.client.primitives import SandboxClient
-from runtime.config import EGRESS_PORT, EgressLimits
-from runtime.errors import CaissonError, DaemonProtocolError
-from runtime.logs import get_logger
-from runtime.policy import CallRequest, Decision, Level, PolicyEngine
+from caisson.audit import AuditEvent, AuditLog
+from caisson.client.primitives import SandboxClient
+from caisson.config import EGRESS_PORT, EgressLimits
+from caisson.errors import CaissonError, DaemonProtocolError
+from caisson.logs import get_logger
+from caisson.policy import CallRequest, Decision, Level, PolicyEngine
 
 from .rules import EgressRules, ip_literal, refusal
 from .wire import MAX_HEAD, MAX_HELLO, ProxyRequest, Refused, client_hello, head_end, parse_request

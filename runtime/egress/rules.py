@@ -7,7 +7,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from runtime.errors import CaissonError
+from caisson.errors import CaissonError
 
 # Ports a pattern without one allows: plain HTTP and TLS.
 DEFAULT_PORTS = frozenset((80, 443))

@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Runtime, Session
-from runtime.config import RuntimeConfig
-from runtime.docker.images import build_image
-from runtime.policy import ApprovalAnswer, ApprovalRequest
+from caisson import Runtime, Session
+from caisson.config import RuntimeConfig
+from caisson.docker.images import build_image
+from caisson.policy import ApprovalAnswer, ApprovalRequest
 
 from .servers import NAMES, Origin, Sink
 

@@ -11,7 +11,7 @@ import json
 import anyio
 import pytest
 
-from runtime import Runtime
+from caisson import Runtime
 
 from .conftest import Approver, bash, open_tooled
 from .servers import Origin, Sink, host_addresses

@@ -8,9 +8,9 @@ import ssl
 
 import pytest
 
-from runtime.egress import EgressConfigError, EgressRules
-from runtime.egress.rules import refusal
-from runtime.egress.wire import Refused, client_hello, parse_request
+from caisson.egress import EgressConfigError, EgressRules
+from caisson.egress.rules import refusal
+from caisson.egress.wire import Refused, client_hello, parse_request
 
 
 def test_patterns_ports_and_presets() -> None:
@@ -99,7 +99,7 @@ def test_the_client_hello_names_its_server() -> None:
 
 
 def test_serve_takes_egress_host_mappings() -> None:
-    from runtime.interfaces.cli import build_parser
+    from caisson.interfaces.cli import build_parser
 
     args = build_parser().parse_args(["serve", "--egress-host", "pypi.internal=10.0.0.5", "--egress-host", "a.test=::1"])
     assert dict(entry.split("=", 1) for entry in args.egress_host) == {"pypi.internal": "10.0.0.5", "a.test": "::1"}
@@ -110,7 +110,7 @@ def test_serve_takes_egress_host_mappings() -> None:
 def test_egress_hosts_must_map_to_addresses() -> None:
     from pydantic import ValidationError
 
-    from runtime.config import RuntimeConfig
+    from caisson.config import RuntimeConfig
 
     assert RuntimeConfig(egress_hosts={"Pkgs.Test.": "127.0.0.1"}).egress_hosts == {"pkgs.test": "127.0.0.1"}
     with pytest.raises(ValidationError, match="is not an IP address"):

@@ -11,9 +11,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from runtime.docker.images import build_image
-from runtime.remote import RemoteError, RemoteRuntime
-from runtime.server.settings import ServeSettings
+from caisson.docker.images import build_image
+from caisson.remote import RemoteError, RemoteRuntime
+from caisson.server.settings import ServeSettings
 from tests.server.harness import Api, ServerThread
 
 from .servers import NAMES, Origin

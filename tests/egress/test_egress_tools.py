@@ -10,10 +10,10 @@ import time
 import anyio
 import pytest
 
-from runtime import Runtime, Session
-from runtime.audit import AuditEvent
-from runtime.config import PoolConfig, RuntimeConfig, SessionConfig
-from runtime.errors import SessionError
+from caisson import Runtime, Session
+from caisson.audit import AuditEvent
+from caisson.config import PoolConfig, RuntimeConfig, SessionConfig
+from caisson.errors import SessionError
 
 from .conftest import TOOL_ENV, Approver, bash, open_tooled
 from .servers import NAMES, PACKAGE, Origin
