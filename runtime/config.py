@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
 # agent owns, dropping to the agent user, and signalling the agent's processes.
@@ -59,6 +60,23 @@ class Limits(BaseModel):
     )
 
 
+# Where the daemon's egress relay listens on the container's loopback (its own network
+# namespace: the number is free in every session).
+EGRESS_PORT = 3128
+
+
+class EgressLimits(BaseModel):
+    """Bounds of one session's egress, enforced on the host."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_connections: int = Field(32, ge=1, le=4096, description="connections open at once")
+    max_bytes_out: int = Field(
+        256 * 1024**2, ge=0, description="bytes the session may send out over its lifetime, all connections"
+    )
+    idle_seconds: float = Field(300.0, gt=0, description="a connection with no byte either way for this long is cut")
+
+
 class SessionConfig(BaseModel):
     """How one session's container is made."""
 
@@ -74,7 +92,17 @@ class SessionConfig(BaseModel):
     grace: float | None = Field(
         60.0, description="seconds a session outlives its controller (a re-attach within them keeps it); None: until TTL"
     )
-    network: bool = Field(False, description="allow egress; default network none")
+    network: bool = Field(False, description="Docker's bridge network; default network none")
+    egress: list[str] = Field(
+        default_factory=list,
+        max_length=256,
+        description=(
+            "hosts the session's programs may reach through caisson's proxy: names (pypi.org), "
+            "subdomain patterns (*.pythonhosted.org), optional :port (default 80 and 443) and presets "
+            "(python, node, github, debian); others ask the approval handler; empty: no egress"
+        ),
+    )
+    egress_limits: EgressLimits = Field(default_factory=EgressLimits)
     gvisor: bool = Field(False, description="run under gVisor (runsc)")
     workdir: str = "/workspace"
     agent_user: str = "agent"
@@ -89,6 +117,22 @@ class SessionConfig(BaseModel):
     strict_quotas: bool = Field(
         False, description="refuse to start when the engine cannot enforce limits.disk (default: warn once)"
     )
+
+
+    @property
+    def egress_port(self) -> int:
+        """The loopback port of the session's egress relay (0: the session has no egress)."""
+        return EGRESS_PORT if self.egress else 0
+
+    def proxy_env(self) -> dict[str, str]:
+        """What points the usual tools (curl, pip, git, npm, yarn, apt) at the egress relay."""
+        if not self.egress:
+            return {}
+        url = f"http://127.0.0.1:{EGRESS_PORT}"
+        local = "localhost,127.0.0.1,::1"
+        env = {name: url for name in ("http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy")}
+        env |= {"no_proxy": local, "YARN_HTTP_PROXY": url, "YARN_HTTPS_PROXY": url}
+        return env | {k.upper(): v for k, v in env.items() if k.islower()}
 
 
 class PoolConfig(BaseModel):
@@ -115,6 +159,23 @@ class RuntimeConfig(BaseModel):
         description="audit log and other host-side state",
     )
     start_timeout: float = Field(30.0, gt=0, description="seconds for a new container's daemon to answer")
+    egress_hosts: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "host name -> address for sessions' egress, like `docker run --add-host`: used instead of DNS, "
+            "and an address named here is reachable even when private or loopback"
+        ),
+    )
+    @field_validator("egress_hosts")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"egress_hosts[{name!r}] = {address!r} is not an IP address") from None
+        return {name.lower().rstrip("."): address for name, address in value.items()}
+
     transport: Literal["auto", "attach"] = Field(
         "auto",
         description=(

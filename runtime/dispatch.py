@@ -180,6 +180,7 @@ class Dispatcher:
             level=level.value,
             write_roots=roots,
             network=self.client.config.network,
+            egress_port=self.client.config.egress_port,
         )
 
     def context(

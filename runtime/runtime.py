@@ -15,6 +15,7 @@ from caisson.backend import Backend, Reaped, Sandbox
 from caisson.client.models import DaemonInfo
 from caisson.client.primitives import new_session_id
 from caisson.config import RuntimeConfig, SessionConfig, parse_bytes
+from caisson.egress import EgressRules
 from caisson.errors import CaissonError, DaemonDied, ImageError, SessionError
 from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
@@ -177,6 +178,7 @@ class Runtime:
         if from_snapshot is not None:
             overrides["image"] = from_snapshot
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
+        EgressRules(cfg.egress)  # a bad entry fails here, before a container is made
         handlers = (policy, approval_handler, interaction_handler)
         self._require_open()
         pooled = self.backend.pool_take(cfg)
@@ -296,6 +298,12 @@ class Runtime:
         if version < MIN_DAEMON_PYTHON:
             await session.close()
             raise ImageError(f"image {cfg.image} has Python {info.python}; the daemon needs >= 3.8")
+        if cfg.egress:
+            try:
+                await session.start_egress(self.config.egress_hosts)
+            except BaseException:
+                await session.close()
+                raise
         log.debug("session ready", session=session_id, container=container_id[:12], image=cfg.image or "default")
         return session
 

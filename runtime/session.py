@@ -19,6 +19,7 @@ from caisson.client import archive
 from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
 from caisson.dispatch import Dispatcher
+from caisson.egress import EgressGateway, EgressStats
 from caisson.policy import ApprovalHandler, GrantStore, Policy
 from caisson.profiles.export import export_tools
 from caisson.tools.base import ToolResult
@@ -54,6 +55,8 @@ class Session(SandboxClient):
         super().__init__(session_id=session_id, container_id=container_id, config=config, channel=channel)
         self._owner = owner
         self._closed = False
+        self._audit = audit
+        self._egress: EgressGateway | None = None
         self._dispatcher = Dispatcher.create(
             self,
             policy=policy,
@@ -90,6 +93,24 @@ class Session(SandboxClient):
         """The context a tool handler of this session gets, for calling a handler directly
         (bypassing policy and audit: for the embedding program's own use and tests)."""
         return self._dispatcher.context(call_id)
+
+    # ---- egress ---------------------------------------------------------------------
+
+    async def start_egress(self, hosts: dict[str, str]) -> None:
+        """Serve the proxy of a session with ``config.egress`` (the runtime does, on open)."""
+        if self._egress is None and self.config.egress:
+            gateway = EgressGateway(self, engine=self._dispatcher.engine, audit=self._audit, hosts=hosts)
+            await gateway.start()
+            self._egress = gateway
+
+    @property
+    def egress_stats(self) -> EgressStats | None:
+        """What this session's egress did so far (None: it has none)."""
+        return self._egress.stats if self._egress is not None else None
+
+    async def _stop_egress(self) -> None:
+        if self._egress is not None:
+            await self._egress.aclose()
 
     # ---- bulk copy ------------------------------------------------------------------
 
@@ -134,6 +155,7 @@ class Session(SandboxClient):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
+            await self._stop_egress()
             await self._owner.release(self, keep_for)
             await self.channel.aclose()
 
@@ -143,5 +165,6 @@ class Session(SandboxClient):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
+            await self._stop_egress()
             await self.channel.aclose()
             await self._owner.remove(self)

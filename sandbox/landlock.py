@@ -8,7 +8,8 @@ descendant inherits it. Levels:
 * ``cautious``: as safe, plus every right beneath each of ``write_roots``.
 * ``dangerous``: no file-system restriction.
 
-All levels: no TCP bind or connect unless ``network`` (ABI >= 4), and, ABI >= 6, no
+All levels: no TCP bind or connect unless ``network`` (ABI >= 4), except a connect to
+``egress_port`` (the daemon's egress relay on loopback, the only interface), and, ABI >= 6, no
 signals to processes outside the command's own domain (the daemon, other tasks) and no
 abstract unix sockets outside it. The daemon, outside every domain, still signals and
 kills confined processes.
@@ -37,10 +38,16 @@ ACCESS_NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
 SCOPE_SIGNAL = 1 << 1
 RULE_PATH_BENEATH = 1
+RULE_NET_PORT = 2
 CREATE_RULESET_VERSION = 1 << 0
 # Highest file-system right per ABI: 1: bits 0-12, 2: + REFER, 3-4: + TRUNCATE, 5+: + IOCTL_DEV.
 _FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15}
 DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+
+
+class _NetPort(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -70,6 +77,7 @@ class Confine(NamedTuple):
     level: str
     write_roots: Tuple[str, ...]
     network: bool
+    egress_port: int = 0
 
 
 def parse_confine(value: Any) -> Optional[Confine]:
@@ -86,7 +94,10 @@ def parse_confine(value: Any) -> Optional[Confine]:
     network = value.get("network", False)
     if not isinstance(network, bool):
         raise DaemonError("bad_request", "confine.network must be a boolean")
-    return Confine(level, tuple(roots), network)
+    port = value.get("egress_port", 0)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536:
+        raise DaemonError("bad_request", "confine.egress_port must be a port number (0: none)")
+    return Confine(level, tuple(roots), network, port)
 
 
 def _call(number: int, *args: Any) -> int:
@@ -183,6 +194,9 @@ def _build(confine: Confine) -> Tuple[int, bool]:
             if confine.level == "cautious":
                 for root in confine.write_roots:
                     _add_path(ruleset, root, fs_all, file_rights)
+        if handled_net and confine.egress_port:
+            port = _NetPort(ACCESS_NET_CONNECT_TCP, confine.egress_port)
+            _call(syscalls.SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(port), 0)
     except BaseException:
         os.close(ruleset)
         raise

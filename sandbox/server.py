@@ -17,7 +17,19 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Optional, Set, Tuple
 
-from . import __version__, cancel, listen, ops_files, ops_info, ops_process, ops_write, proctable, search, spawn
+from . import (
+    __version__,
+    cancel,
+    listen,
+    ops_files,
+    ops_info,
+    ops_net,
+    ops_process,
+    ops_write,
+    proctable,
+    search,
+    spawn,
+)
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
 from .syscalls import set_subreaper
@@ -33,7 +45,7 @@ Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
 def build_ops() -> Dict[str, Handler]:
     """Merge the op tables of all op modules; adding an op is one line in its module."""
     ops: Dict[str, Handler] = {}
-    for module in (ops_info, ops_files, ops_write, ops_process, search, cancel):
+    for module in (ops_info, ops_files, ops_write, ops_process, ops_net, search, cancel):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)
@@ -269,7 +281,8 @@ class Server:
             self._handle(req_id, op, args, blob)
         finally:
             cancel.end()
-            self.watchdog.end()
+            if op not in ops_net.PASSIVE:
+                self.watchdog.end()
 
     def _handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
         out = b""
@@ -323,7 +336,9 @@ class Server:
                 if not isinstance(op, str) or not isinstance(args, dict):
                     self.reply(_error(req_id, "bad_request", "a request needs a string op and object args"))
                     continue
-                self.watchdog.begin()
+                # Relayed bytes wait on the agent's programs: not a sign of a controller at work.
+                if op not in ops_net.PASSIVE:
+                    self.watchdog.begin()
                 try:
                     self.pool.submit(self.handle, req_id, op, args, blob)
                 except RuntimeError:

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("caisson.session",),
     ("caisson.session_protocol",),
     ("caisson.dispatch",),
+    ("caisson.egress",),
     ("caisson.profiles",),
     ("caisson.tools",),
     ("caisson.audit",),

@@ -10,6 +10,7 @@ import anyio
 
 from caisson.bench.baseline import docker_client
 from caisson.bench.density import bench_density
+from caisson.bench.egress import bench_egress
 from caisson.bench.file_tools import bench_file_tools
 from caisson.bench.harness import bench_harness
 from caisson.bench.hosted import bench_hosted
@@ -86,7 +87,7 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
 
 
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted"])
+    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "egress"])
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "pool_acquire_to_first_command_p50_ms": 15,
@@ -115,4 +116,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         report["density"] = await bench_density(sessions=100)
     if "hosted" in groups:
         report["hosted"] = await bench_hosted()
+    if "egress" in groups:
+        report["egress"] = await bench_egress(iterations)
     return report

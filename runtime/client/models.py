@@ -42,6 +42,8 @@ class Confinement(BaseModel):
     level: Literal["safe", "cautious", "dangerous"] = "safe"
     write_roots: tuple[str, ...] = ()
     network: bool = False
+    # The session's egress relay on loopback: the one TCP port commands may connect to.
+    egress_port: int = 0
 
     def writable(self, *dirs: str) -> Confinement:
         """The same, plus writes beneath ``dirs``: a tool's own bookkeeping (the shell's saved
@@ -53,7 +55,8 @@ class Confinement(BaseModel):
         return self.model_copy(update={"level": "cautious", "write_roots": write_roots, "roots": roots})
 
     def command_rules(self) -> dict[str, object]:
-        return {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
+        rules: dict[str, object] = {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
+        return rules | ({"egress_port": self.egress_port} if self.egress_port else {})
 
 
 class _FileMeta(_Reply):

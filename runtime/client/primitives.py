@@ -163,7 +163,7 @@ class SandboxClient:
     def _command_env(self, env: dict[str, str] | None) -> dict[str, str]:
         """The session's environment, then the call's: it travels with each command, never in
         the daemon's own environment (which gVisor lets the agent read in /proc/1/environ)."""
-        return {**self.config.env, **env} if env else dict(self.config.env)
+        return {**self.config.proxy_env(), **self.config.env, **(env or {})}
 
     async def ping(self, *, timeout: float | None = None) -> DaemonInfo:
         result, _ = await self.op("ping", timeout=timeout)

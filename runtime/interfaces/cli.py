@@ -91,6 +91,12 @@ def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     return serve_stdio(**common)
 
 
+def _host_mapping(value: str) -> str:
+    if "=" not in value or not value.split("=", 1)[1]:
+        raise argparse.ArgumentTypeError(f"{value!r}: write NAME=ADDRESS, e.g. pypi.internal=10.0.0.5")
+    return value
+
+
 def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from caisson.server.serve import Hosted
     from caisson.server.settings import ServeSettings
@@ -98,6 +104,7 @@ def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     settings = ServeSettings(
         host=args.host, port=args.port, db=args.db, state_dir=args.state_dir, approval_timeout=args.approval_timeout,
         ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, mcp=not args.no_mcp, new_admin_key=args.new_admin_key, public_url=args.public_url,
+        egress_hosts=dict(entry.split("=", 1) for entry in args.egress_host or []),
     )
 
     def ready(hosted: Hosted) -> None:
@@ -205,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve remote MCP at /mcp")
+    serve.add_argument(
+        "--egress-host", action="append", metavar="NAME=ADDRESS", type=_host_mapping,
+        help="resolve NAME to ADDRESS for sessions' egress, reachable even when private (repeatable)",
+    )
     serve.add_argument("--new-admin-key", action="store_true", help="make and print another admin key (a lost one)")
     serve.add_argument("--public-url", help="where clients reach this replica, told to clients that ask another one")
     serve.set_defaults(fn=cmd_serve)

@@ -25,7 +25,7 @@ from caisson.tools.base import ToolResult
 
 FORMATS = ("json_schema", "openai", "anthropic", "mcp")
 # SessionConfig fields the API takes when a session is opened.
-SESSION_FIELDS = ("image", "profile", "ttl", "idle_timeout", "env", "gvisor", "network")
+SESSION_FIELDS = ("image", "profile", "ttl", "idle_timeout", "env", "gvisor", "network", "egress")
 
 
 class RemoteError(CaissonError):
@@ -137,7 +137,7 @@ class RemoteRuntime:
         self, config: SessionConfig | None = None, *, from_snapshot: str | None = None, **overrides: Any
     ) -> RemoteSession:
         """A session on the server; ``overrides`` are SessionConfig fields (image, profile, limits,
-        ttl, idle_timeout, env, gvisor, network), ``from_snapshot`` a snapshot id from ``snapshot()``."""
+        ttl, idle_timeout, env, gvisor, network, egress), ``from_snapshot`` a snapshot id from ``snapshot()``."""
         cfg = SessionConfig.model_validate({**(config or SessionConfig()).model_dump(), **overrides})
         given = set(overrides) | (config.model_fields_set if config is not None else set())
         if unsupported := sorted(given - {*SESSION_FIELDS, "limits"}):

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from caisson.egress import EgressStats
 from caisson.tools.base import ToolResult
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -25,10 +26,33 @@ class _SessionsCollector(Collector):
         yield family
 
 
+class _EgressCollector(Collector):
+    def __init__(self, totals: Callable[[], dict[str, EgressStats]]) -> None:
+        self._totals = totals
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        conns = CounterMetricFamily(
+            "caisson_egress_connections", "Egress connections, by tenant, decision and outcome",
+            labels=["tenant", "decision", "outcome"],
+        )
+        moved = CounterMetricFamily("caisson_egress_bytes", "Egress bytes, by tenant and direction", labels=["tenant", "direction"])
+        for tenant, stats in sorted(self._totals().items()):
+            for (decision, outcome), n in sorted(stats.connections.items()):
+                conns.add_metric([tenant, decision, outcome], n)
+            moved.add_metric([tenant, "in"], stats.bytes_in)
+            moved.add_metric([tenant, "out"], stats.bytes_out)
+        yield conns
+        yield moved
+
+
 class Metrics:
-    def __init__(self, session_counts: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self, session_counts: Callable[[], dict[str, int]], egress_totals: Callable[[], dict[str, EgressStats]] | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_SessionsCollector(session_counts))
+        if egress_totals is not None:
+            self.registry.register(_EgressCollector(egress_totals))
         self.calls = Counter(
             "caisson_calls", "Tool calls, by tool, decision and outcome",
             ["tool", "decision", "outcome"], registry=self.registry,

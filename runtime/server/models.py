@@ -63,6 +63,9 @@ class Quotas(_Body):
         "allowed", description="gVisor for a session: refused, on request, or for every session"
     )
     network: bool = Field(False, description="whether a session may ask for a network")
+    egress: list[str] = Field(
+        default_factory=list, max_length=256, description="egress entries (hosts, patterns, presets) a session may name"
+    )
 
 
 class TenantBody(_Body):
@@ -110,6 +113,9 @@ class SessionBody(_Body):
     from_snapshot: str | None = Field(None, max_length=64, description="a snapshot id of this tenant")
     gvisor: bool = Field(False, description="run the session under gVisor (the tenant's quotas may force or refuse it)")
     network: bool = Field(False, description="give the session a network (if the tenant's quotas allow)")
+    egress: list[str] = Field(
+        default_factory=list, max_length=256, description="hosts the session may reach through caisson (within the quotas)"
+    )
 
 
 class SessionInfo(BaseModel):

@@ -56,7 +56,9 @@ class Hosted:
             self._server.should_exit = True
 
     async def run(self, on_ready: Callable[[Hosted], None] | None = None) -> None:
-        config = RuntimeConfig(state_dir=self.settings.state_dir) if self.settings.state_dir else RuntimeConfig()
+        config = RuntimeConfig(egress_hosts=self.settings.egress_hosts)
+        if self.settings.state_dir:
+            config = config.model_copy(update={"state_dir": self.settings.state_dir})
         async with Runtime(config) as rt:
             store = Store(database_url(self.settings.db, rt.config.state_dir))
             policy = Policy.from_env()
@@ -74,7 +76,7 @@ class Hosted:
                 ctx = ServerContext(
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
-                    metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
+                    metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
                 )
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)

@@ -13,6 +13,7 @@ import anyio
 from caisson.client.models import Confinement
 from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
+from caisson.egress import EgressStats
 from caisson.errors import CaissonError, SessionError
 from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
@@ -58,7 +59,9 @@ class Live:
 
     def __post_init__(self) -> None:
         cfg = self.session.config
-        self.agent = self.session.confined(Confinement(user=cfg.agent_user, level="dangerous", network=cfg.network))
+        self.agent = self.session.confined(Confinement(
+            user=cfg.agent_user, level="dangerous", network=cfg.network, egress_port=cfg.egress_port
+        ))
 
 
 class Tenancy:
@@ -74,6 +77,8 @@ class Tenancy:
         self._policy = policy
         self._live: dict[str, Live] = {}
         self._tenants: dict[str, tuple[float, TenantInfo]] = {}
+        # Egress of the tenants' closed sessions, so the metrics' counters never go down.
+        self._egress_closed: dict[str, EgressStats] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -132,6 +137,16 @@ class Tenancy:
             counts[live.info.tenant_id] = counts.get(live.info.tenant_id, 0) + 1
         return counts
 
+    def egress_totals(self) -> dict[str, EgressStats]:
+        """Egress per tenant, closed sessions and open ones."""
+        totals: dict[str, EgressStats] = {}
+        for tenant, done in self._egress_closed.items():
+            _add_egress(totals.setdefault(tenant, EgressStats()), done)
+        for live in self._live.values():
+            if live.session.egress_stats is not None:
+                _add_egress(totals.setdefault(live.info.tenant_id, EgressStats()), live.session.egress_stats)
+        return totals
+
     # ---- lifecycle ----------------------------------------------------------------------
 
     async def open(self, tenant: TenantInfo, body: SessionBody, approvals: ApprovalHandler, n: int = 1) -> list[Live]:
@@ -148,6 +163,9 @@ class Tenancy:
             raise NotAllowed("gVisor is not offered to this tenant; open the session without it")
         if body.network and not quotas.network:
             raise NotAllowed("network is not allowed for this tenant; open the session without it")
+        beyond = [e for e in body.egress if e.strip().lower() not in {q.strip().lower() for q in quotas.egress}]
+        if beyond:
+            raise NotAllowed(f"egress to {beyond} is not allowed for this tenant; allowed: {quotas.egress or 'none'}")
         memory = body.limits.memory or quotas.max_memory
         check_memory(quotas, memory)
         limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory}
@@ -155,6 +173,7 @@ class Tenancy:
             "image": image or self._default_image, "profile": body.profile, "tenant": tenant.id, "ttl": body.ttl,
             "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,
             "gvisor": body.gvisor or quotas.gvisor == "always", "network": body.network,
+            "egress": body.egress,
         })
         # Seats are reserved in the store, so every replica sharing it counts, and two
         # replicas opening the tenant's last seat at once cannot both have it.
@@ -190,6 +209,8 @@ class Tenancy:
         self._live.pop(live.info.id, None)
         with anyio.CancelScope(shield=True):
             await live.session.close()
+            if live.session.egress_stats is not None:
+                _add_egress(self._egress_closed.setdefault(live.info.tenant_id, EgressStats()), live.session.egress_stats)
             await self._store.close_session(live.info.id)
 
     async def close_all(self) -> None:
@@ -216,3 +237,9 @@ class Tenancy:
         """A session whose container is gone (TTL, idle timeout, killed) leaves the registry."""
         log.warning("session ended", session=live.info.id, error=str(error))
         await self.close(live)
+
+
+def _add_egress(total: EgressStats, more: EgressStats) -> None:
+    total.connections.update(more.connections)
+    total.bytes_in += more.bytes_in
+    total.bytes_out += more.bytes_out
