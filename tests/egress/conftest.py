@@ -45,7 +45,7 @@ async def ert(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> A
     state = tmp_path_factory.mktemp("egress-state")
     config = RuntimeConfig(state_dir=str(state), egress_hosts=dict.fromkeys(NAMES, "127.0.0.1"))
     async with Runtime(config) as runtime:
-        await anyio.to_thread.run_sync(build_image, runtime.client)
+        await anyio.to_thread.run_sync(build_image, runtime.backend.client)  # type: ignore[attr-defined]
         yield runtime
 
 

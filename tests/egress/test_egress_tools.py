@@ -234,7 +234,7 @@ async def test_a_pooled_container_takes_its_egress_when_bound(
     )
     async with Runtime(config) as rt:
         assert await rt.pool_ready(180)
-        pooled = rt._pool.session_ids() if rt._pool is not None else frozenset()
+        pooled = rt.backend.pool_session_ids()
         session = await open_tooled(rt, origin, [f"origin.test:{p}"], Approver("deny"))
         try:
             assert session.id in pooled
