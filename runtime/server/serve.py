@@ -4,9 +4,13 @@ opened is closed when it stops."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from types import FrameType
 
 import anyio
 import uvicorn
@@ -40,6 +44,7 @@ SWEEP_EVERY = 30.0
 # sessions it held are marked closed by whichever replica notices first.
 BEAT_EVERY = 10.0
 SILENT_AFTER = 60.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Hosted:
@@ -105,9 +110,9 @@ class Hosted:
 
     async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
-        server = self._server = uvicorn.Server(uvicorn.Config(
+        server = self._server = _Server(uvicorn.Config(
             app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
-            ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=5,
+            ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=s.drain,
         ))
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctx.requests.run)
@@ -130,6 +135,30 @@ class Hosted:
             tg.start_soon(announce)
             await server.serve()
             tg.cancel_scope.cancel()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, but a stop signal only starts the drain: uvicorn re-raises the
+    signal it caught once it has shut down, which killed the process (exit 143 on SIGTERM)
+    before the sessions were closed and the store told."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self, sig: int, _frame: FrameType | None) -> None:
+        # A second signal: stop waiting for the calls still running.
+        self.force_exit = self.should_exit
+        self.should_exit = True
+        log.info("stopping", signal=signal.Signals(sig).name, draining=not self.force_exit)
 
 
 def _replica_alive(name: str) -> bool:

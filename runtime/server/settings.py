@@ -18,6 +18,9 @@ class ServeSettings(BaseModel):
     image: str | None = Field(None, description="image of sessions that name none; default: the built caisson image")
     max_body: int = Field(16 * 1024 * 1024, gt=0, description="largest request body, bytes")
     max_upload: int = Field(1024 * 1024 * 1024, gt=0, description="largest tar copy-in, bytes (a file write: at most 256 MiB)")
+    drain: int = Field(
+        30, ge=0, description="seconds a stop (SIGTERM, SIGINT) waits for calls in flight before cancelling them"
+    )
     approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
     request_log_days: float = Field(30.0, gt=0, description="days the request log keeps a request")
     new_admin_key: bool = Field(False, description="make (and print) another admin key at start, for a lost one")

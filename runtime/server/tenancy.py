@@ -194,8 +194,9 @@ class Tenancy:
             await self._store.close_session(live.info.id)
 
     async def close_all(self) -> None:
-        for live in list(self._live.values()):
-            await self.close(live)
+        async with anyio.create_task_group() as tg:
+            for live in list(self._live.values()):
+                tg.start_soon(self.close, live)
 
     async def snapshot(self, live: Live) -> SnapshotInfo:
         ref = await self._rt.snapshot(live.session)

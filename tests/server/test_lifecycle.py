@@ -1,0 +1,117 @@
+"""What production does to a ``caisson serve`` process: a stop signal during load (the calls in
+flight are answered, the sessions closed, exit 0). Each test runs the server in its own
+process, started from the command line, as deployed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+
+from runtime.server.store import Store, database_url
+from tests.loop import run_async
+from tests.server.harness import TenantKey
+from tests.server.process import ServeProcess
+
+
+def _open(t: TenantKey, n: int) -> list[str]:
+    with t.client() as c:
+        ids = []
+        for _ in range(n):
+            r = c.post("/sessions", json={})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        return ids
+
+
+def _containers(engine: docker.DockerClient, sids: list[str]) -> list[str]:
+    return [c.id for sid in sids for c in engine.containers.list(all=True, filters={"label": f"caisson.session={sid}"})]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_during_load_drains_and_exits_0(
+    sig: signal.Signals, sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Eight clients call without pause, some calls taking 2 s; the signal comes mid-load.
+    Every call the server accepted is answered (none cut, none 5xx), new connections are
+    refused, the process exits 0, its sessions are closed in the store and no container of
+    theirs is left."""
+    server = ServeProcess(tmp_path, "--drain", "20")
+    sids: list[str] = []
+    try:
+        t = server.tenant("drain", max_sessions=4, calls_per_minute=100_000)
+        sids = _open(t, 2)
+        signalled = threading.Event()
+        outcomes: Counter[str] = Counter()
+        reset: list[str] = []
+        slow_answered_after_signal = 0
+        lock = threading.Lock()
+
+        def client(n: int) -> None:
+            nonlocal slow_answered_after_signal
+            sid = sids[n % len(sids)]
+            slow = n % 2 == 0
+            i = 0
+            with httpx.Client(base_url=server.url, headers=t.headers, timeout=60) as c:
+                while True:
+                    command = f"sleep 2; echo {n}-{i}" if slow else f"echo {n}-{i}"
+                    was_signalled = signalled.is_set()
+                    try:
+                        r = c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": command}})
+                    except httpx.ConnectError:
+                        with lock:
+                            outcomes["refused"] += 1  # the server stopped listening
+                        return
+                    except httpx.ReadError:
+                        # Sent on a kept-alive connection as the server closed it, idle
+                        # (HTTP lets it): fine if the call never ran, checked below.
+                        with lock:
+                            reset.append(command)
+                        return
+                    with lock:
+                        if r.status_code == 200 and r.json()["ok"] and f"{n}-{i}" in r.json()["text"]:
+                            outcomes["answered"] += 1
+                            if slow and signalled.is_set() and not was_signalled:
+                                slow_answered_after_signal += 1
+                        else:
+                            outcomes[f"{r.status_code}: {r.text[:200]}"] += 1
+                    if signalled.is_set() and r.headers.get("connection") == "close":
+                        return
+                    i += 1
+
+        with ThreadPoolExecutor(8) as pool:
+            for n in range(8):
+                pool.submit(client, n)
+            time.sleep(3)
+            signalled.set()
+            server.signal(sig)
+            started = time.monotonic()
+            code = server.wait(60)
+            took = time.monotonic() - started
+        print(f"{sig.name} during load: exit {code} after {took:.1f} s; {dict(outcomes)}; "
+              f"2-second calls in flight at the signal and answered: {slow_answered_after_signal}")
+        assert code == 0, server.stderr()[-3000:]
+        assert set(outcomes) <= {"answered", "refused"}, outcomes
+        ran = {json.loads(json.loads(line)["preview"])["command"] for line in (tmp_path / "audit.jsonl").open()}
+        print(f"sent on a connection closed at the stop: {len(reset)}, of which ran: {len(ran.intersection(reset))}")
+        assert not ran.intersection(reset)
+        assert outcomes["answered"] > 8 and slow_answered_after_signal >= 1
+        assert _containers(docker_engine, sids) == []
+        store = Store(database_url(None, tmp_path))
+        try:
+            states = {sid: run_async(lambda sid=sid: store.session(sid)) for sid in sids}
+        finally:
+            store.close()
+        assert {sid: info.state if info else None for sid, info in states.items()} == dict.fromkeys(sids, "closed")
+    finally:
+        server.stop()
+        for cid in _containers(docker_engine, sids):
+            docker_engine.containers.get(cid).remove(force=True)
