@@ -34,7 +34,7 @@ async function refresh() {
   if (!keyBox.value) { statusLine.textContent = "enter a tenant API key"; return; }
   try {
     const [approvals, sessions, audit] = await Promise.all([
-      api("GET", "/approvals"), api("GET", "/sessions"), api("GET", "/audit?limit=50")]);
+      api("GET", "/approvals"), api("GET", "/sessions"), api("GET", "/audit?limit=50&order=newest")]);
     fill("approvals", approvals, (row, a) => {
       row.className = "pending"; row.dataset.approval = a.id;
       cell(row, a.id); cell(row, a.session_id); cell(row, a.tool);
@@ -52,7 +52,7 @@ async function refresh() {
       cell(row, s.id); cell(row, s.profile); cell(row, s.image || "default"); cell(row, s.memory);
       cell(row, new Date(s.created * 1000).toLocaleTimeString());
     });
-    fill("audit", audit.slice().reverse(), (row, e) => {
+    fill("audit", audit.items, (row, e) => {
       cell(row, new Date(e.time).toLocaleTimeString()); cell(row, e.session_id); cell(row, e.tool_alias || e.tool);
       cell(row, e.level); cell(row, e.decision, e.decision === "denied" ? "denied" : e.decision === "approved" ? "approved" : "");
       cell(row, e.outcome); cell(row, e.preview);

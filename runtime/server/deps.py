@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 
 from runtime.runtime import Runtime
 from runtime.server.approvals import Approvals
+from runtime.server.audit_writer import DurableAudit
 from runtime.server.auth import Forbidden, KeyChecker, Principal
 from runtime.server.metrics import Metrics
 from runtime.server.middleware import RequestLog
@@ -29,6 +30,7 @@ class ServerContext:
     metrics: Metrics
     limiter: RateLimiter
     requests: RequestLog
+    audit: DurableAudit
 
 
 def context(request: Request) -> ServerContext:

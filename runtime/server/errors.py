@@ -7,10 +7,12 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 
 from runtime.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
 from runtime.logs import get_logger
 from runtime.server.approvals import AlreadyAnswered
+from runtime.server.audit_writer import StoreUnavailable
 from runtime.server.auth import Forbidden, Unauthorized
 from runtime.server.deps import ServerContext
 from runtime.server.quotas import QuotaExceeded
@@ -75,6 +77,13 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
         ctx.metrics.quota_refusals.labels(who.tenant_id if who else "", exc.quota).inc()
         request.state.audit_note = f"quota: {exc.quota}"
         return problem(429, "quota_exceeded", str(exc), {"Retry-After": str(exc.retry_after)})
+
+    @on(StoreUnavailable)
+    @on(sa_exc.DBAPIError)
+    async def store_away(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("the store did not answer", path=request.url.path, error=str(exc).splitlines()[0])
+        detail = str(exc) if isinstance(exc, StoreUnavailable) else "the control-plane store does not answer; try again"
+        return problem(503, "store_unavailable", detail, {"Retry-After": str(StoreUnavailable.retry_after)})
 
     @on(CaissonError)
     async def caisson(request: Request, exc: Exception) -> JSONResponse:

@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalAnswerBody",
     "ApprovalInfo",
     "AuditEvent",
+    "AuditPage",
     "CallBody",
     "CreatedKey",
     "ExecBody",
@@ -176,6 +177,13 @@ class ApprovalInfo(BaseModel):
     approver: str | None = None
     created: float
     answered: float | None = None
+
+
+class AuditPage(BaseModel):
+    """A page of audit events; ``next_cursor`` (absent on the last page) asks for the next."""
+
+    items: list[AuditEvent]
+    next_cursor: str | None = None
 
 
 class RequestRecord(BaseModel):

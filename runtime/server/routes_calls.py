@@ -44,6 +44,8 @@ async def call(live: LiveSession, body: CallBody, ctx: Ctx) -> ToolResult:
     started = time.perf_counter()
     result = await live.session.call(body.tool, body.args)
     ctx.metrics.call(result, time.perf_counter() - started)
+    # Write-ahead: no answer leaves before the call's audit event is in the store.
+    await ctx.audit.durable(result.call_id)
     return result
 
 

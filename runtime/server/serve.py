@@ -24,6 +24,7 @@ from runtime.runtime import Runtime
 from runtime.server import auth
 from runtime.server.app import create_app
 from runtime.server.approvals import Approvals
+from runtime.server.audit_writer import DurableAudit
 from runtime.server.deps import ServerContext
 from runtime.server.mcp_remote import RemoteMcp
 from runtime.server.metrics import Metrics
@@ -81,7 +82,9 @@ class Hosted:
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
                     metrics=Metrics(tenancy.counts), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
+                    audit=DurableAudit(store),
                 )
+                rt.audit.tee = ctx.audit.add
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)
                     async with mcp.run():
@@ -116,6 +119,7 @@ class Hosted:
         ))
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctx.requests.run)
+            tg.start_soon(ctx.audit.run)
             tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
             tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx.tenancy, ctx.store), "the replica's heartbeat")
 

@@ -17,6 +17,7 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from runtime.audit import AuditEvent
 from runtime.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 
 T = TypeVar("T")
@@ -82,6 +83,29 @@ approvals = sa.Table(
     sa.Column("approver", sa.String(64), nullable=True),
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("answered", sa.Float, nullable=True),
+)
+# Tool-call events of every replica: the audit is the control plane's, not one process's.
+audit_events = sa.Table(
+    "caisson_audit", meta,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("tenant", sa.String(64), nullable=False),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("call_id", sa.String(64), nullable=False, index=True),
+    sa.Column("tool", sa.String(64), nullable=False),
+    sa.Column("tool_alias", sa.String(64), nullable=True),
+    sa.Column("level", sa.String(16), nullable=False),
+    sa.Column("decision", sa.String(16), nullable=False),
+    sa.Column("rule", sa.Text, nullable=True),
+    sa.Column("approver", sa.String(200), nullable=True),
+    sa.Column("args_sha256", sa.String(64), nullable=False),
+    sa.Column("preview", sa.Text, nullable=False),
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    sa.Column("outcome", sa.String(64), nullable=False),
+    sa.Column("bytes_in", sa.BigInteger, nullable=False),
+    sa.Column("bytes_out", sa.BigInteger, nullable=False),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Index("caisson_audit_tenant_id", "tenant", "id"),
 )
 requests_log = sa.Table(
     "caisson_requests", meta,
@@ -333,6 +357,35 @@ class Store:
             stmt = stmt.where(approvals.c.state == state)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
         return [_approval(r) for r in rows]
+
+    # ---- audit ----------------------------------------------------------------------------
+
+    async def add_audit(self, events: list[AuditEvent]) -> None:
+        """Events committed in one transaction (a batch of concurrent calls')."""
+        rows = [{**e.model_dump(), "time": e.time.timestamp()} for e in events]
+        await self._run(lambda c: c.execute(audit_events.insert(), rows))
+
+    async def audit(
+        self, tenant_id: str | None, *, session_id: str | None = None, tool: str | None = None,
+        decision: str | None = None, call_id: str | None = None, since: float | None = None,
+        after: int | None = None, newest_first: bool = False, limit: int = 100,
+    ) -> list[tuple[int, AuditEvent]]:
+        """Events with their ids, in id order (newest first if asked), past the ``after`` id
+        in that order; every given filter applies (``tool``: canonical or profile name)."""
+        c = audit_events.c
+        stmt = audit_events.select().limit(limit)
+        for column, value in ((c.tenant, tenant_id), (c.session_id, session_id), (c.decision, decision), (c.call_id, call_id)):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if tool is not None:
+            stmt = stmt.where(sa.or_(c.tool == tool, c.tool_alias == tool))
+        if since is not None:
+            stmt = stmt.where(c.time >= since)
+        if after is not None:
+            stmt = stmt.where(c.id < after if newest_first else c.id > after)
+        stmt = stmt.order_by(c.id.desc() if newest_first else c.id)
+        rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
+        return [(r["id"], AuditEvent.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
 
     # ---- request log --------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ fails these tests, never skips them."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,10 +38,17 @@ def sandbox_image(docker_engine: docker.DockerClient) -> str:
 @pytest.fixture(scope="session")
 def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
     ready = LogMessageWaitStrategy("database system is ready to accept connections").with_startup_timeout(90)
-    container = DockerContainer(postgres_image(docker_engine)).with_exposed_ports(5432).waiting_for(ready)
+    # The host's network on a free loopback port: the engine's bridge may be missing.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = f"/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/data -c fsync=off -p {port} -c listen_addresses=127.0.0.1"
+    container = (
+        DockerContainer(postgres_image(docker_engine)).with_kwargs(network_mode="host").with_command(command).waiting_for(ready)
+    )
     container.start()
     try:
-        yield f"postgresql://caisson@{container.get_container_host_ip()}:{container.get_exposed_port(5432)}/postgres"
+        yield f"postgresql://caisson@127.0.0.1:{port}/postgres"
     finally:
         container.stop()
 

@@ -156,7 +156,7 @@ def test_dangerous_call_waits_for_its_approval(api: Api) -> None:
         c.post(f"/approvals/{pending['id']}", json={"decision": "deny", "message": "not on a Friday"})
         thread.join(30)
         assert box["result"]["ok"] is False and "not on a Friday" in box["result"]["text"]
-        events = c.get("/audit", params={"session_id": sid, "tool": "bash"}).json()
+        events = c.get("/audit", params={"session_id": sid, "tool": "bash"}).json()["items"]
         assert [e["decision"] for e in events] == ["approved", "denied"]
         assert all(e["tenant"] == t.tenant_id for e in events)
         c.delete(f"/sessions/{sid}")

@@ -115,3 +115,72 @@ def test_a_stop_signal_during_load_drains_and_exits_0(
         server.stop()
         for cid in _containers(docker_engine, sids):
             docker_engine.containers.get(cid).remove(force=True)
+
+
+def _audited(url: str, t: TenantKey) -> list[str]:
+    """Every call id in the tenant's audit, page by page."""
+    ids: list[str] = []
+    cursor = None
+    with httpx.Client(base_url=url, headers=t.headers, timeout=60) as c:
+        while True:
+            page = c.get("/audit", params={"limit": 500, **({"cursor": cursor} if cursor else {})})
+            assert page.status_code == 200, page.text
+            ids += [e["call_id"] for e in page.json()["items"]]
+            cursor = page.json()["next_cursor"]
+            if cursor is None:
+                return ids
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_kill_9_during_load_loses_no_answered_call_from_the_audit(
+    store: str, request: pytest.FixtureRequest, sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Fifty clients call without pause; the server is killed with SIGKILL mid-load. A server
+    started again on the same store has, in its audit, every call whose answer reached a
+    client: the event was committed before the answer left."""
+    db = request.getfixturevalue("postgres_url") if store == "postgres" else None
+    server = ServeProcess(tmp_path, db=db)
+    sids: list[str] = []
+    try:
+        t = server.tenant("kill-9", max_sessions=5, calls_per_minute=1_000_000)
+        sids = _open(t, 5)
+        answered: list[str] = []
+        failures: Counter[str] = Counter()
+        killed = threading.Event()
+
+        def client(n: int) -> None:
+            with httpx.Client(base_url=server.url, headers=t.headers, timeout=60) as c:
+                i = 0
+                while not killed.is_set():
+                    try:
+                        r = c.post(f"/sessions/{sids[n % 5]}/calls",
+                                   json={"tool": "bash", "args": {"command": f"echo {n}-{i}"}})
+                    except httpx.TransportError:
+                        return  # the server is gone: this call was never answered
+                    if r.status_code == 200 and r.json()["ok"]:
+                        answered.append(r.json()["call_id"])
+                    else:
+                        failures[f"{r.status_code} {r.text[:100]}"] += 1
+                    i += 1
+
+        with ThreadPoolExecutor(50) as pool:
+            for n in range(50):
+                pool.submit(client, n)
+            time.sleep(6)
+            server.kill()
+            killed.set()
+        assert not failures, failures
+        again = ServeProcess(tmp_path, db=db, admin_token=server.admin_token)
+        try:
+            audited = set(_audited(again.url, t))
+        finally:
+            again.stop()
+        missing = [c for c in answered if c not in audited]
+        print(f"kill -9 during load of 50 clients ({store}): {len(answered)} calls answered, "
+              f"{len(audited)} in the audit after the restart, {len(missing)} answered but missing")
+        assert len(answered) > 50
+        assert missing == []
+    finally:
+        server.stop()
+        for cid in _containers(docker_engine, sids):
+            docker_engine.containers.get(cid).remove(force=True)
