@@ -73,7 +73,6 @@ class Hosted:
             server = f"{rt.config.owner}/{secrets.token_hex(4)}"
             tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
             try:
-                await self._close_sessions_of_gone(store)
                 await store.beat(server)
                 if self.settings.new_admin_key or not await store.has_admin_key():
                     label = "asked for at start" if self.settings.new_admin_key else "made at first start"
@@ -85,6 +84,7 @@ class Hosted:
                     audit=DurableAudit(store),
                 )
                 rt.audit.tee = ctx.audit.add
+                await self._take_over(ctx)
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)
                     async with mcp.run():
@@ -98,18 +98,26 @@ class Hosted:
                     store.close()
 
     @staticmethod
-    async def _close_sessions_of_gone(store: Store) -> None:
-        if stale := await store.close_sessions_of_gone(_replica_alive, time.time() - SILENT_AFTER):
-            log.info("sessions of replicas that are gone marked closed", sessions=stale)
+    async def _take_over(ctx: ServerContext) -> None:
+        """Sessions of replicas that are gone (this one's previous process, one killed) live
+        on here if their containers do; the others are closed."""
+        tenancy = ctx.tenancy
+        orphans = await ctx.store.take_over_from_gone(_replica_alive, time.time() - SILENT_AFTER, tenancy.server, tenancy.url)
+        if not orphans:
+            return
+        kept = 0
+        for info, config in orphans:
+            kept += await tenancy.take_over(info, config, ctx.approvals.handler(info.tenant_id))
+        log.info("sessions of replicas that are gone taken over", kept=kept, closed=len(orphans) - kept)
 
     @classmethod
-    async def _beat(cls, tenancy: Tenancy, store: Store) -> None:
-        if not await store.beat(tenancy.server):
-            # Silent too long (cut off from the database): the others have marked this
-            # replica's sessions closed and given their seats away, so they end here too.
-            log.warning("this replica was taken for gone; closing its sessions")
-            await tenancy.close_all()
-        await cls._close_sessions_of_gone(store)
+    async def _beat(cls, ctx: ServerContext) -> None:
+        if not await ctx.store.beat(ctx.tenancy.server):
+            # Silent too long (cut off from the database): the others have taken over or
+            # closed this replica's sessions and given their seats away, so they end here.
+            log.warning("this replica was taken for gone; letting its sessions go")
+            await ctx.tenancy.let_go()
+        await cls._take_over(ctx)
 
     async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
@@ -121,7 +129,7 @@ class Hosted:
             tg.start_soon(ctx.requests.run)
             tg.start_soon(ctx.audit.run)
             tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
-            tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx.tenancy, ctx.store), "the replica's heartbeat")
+            tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx), "the replica's heartbeat")
 
             async def announce() -> None:
                 while not server.started:
@@ -132,6 +140,7 @@ class Hosted:
                 scheme = "https" if s.ssl_certfile else "http"
                 self.url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}"
                 ctx.tenancy.url = s.public_url or self.url
+                await ctx.store.set_home_url(ctx.tenancy.server, ctx.tenancy.url)
                 log.info("serving", url=self.url)
                 if on_ready is not None:
                     on_ready(self)

@@ -57,6 +57,8 @@ sessions = sa.Table(
     # The replica that holds the session's container and channel, and where it answers.
     sa.Column("server", sa.String(300), nullable=True),
     sa.Column("server_url", sa.String(300), nullable=True),
+    # The session's configuration, so a replica that takes it over re-attaches it as it was.
+    sa.Column("config", sa.Text, nullable=True),
 )
 # Each replica's last sign of life: a replica on another host that stops beating is gone.
 replicas = sa.Table(
@@ -233,9 +235,11 @@ class Store:
 
         return await self._run(work)
 
-    async def fill_seat(self, seat: str, info: SessionInfo, server: str, server_url: str | None) -> None:
+    async def fill_seat(
+        self, seat: str, info: SessionInfo, server: str, server_url: str | None, config: str | None = None
+    ) -> None:
         """The session that opened in a reserved seat takes its place."""
-        values = {**info.model_dump(), "server": server, "server_url": server_url}
+        values = {**info.model_dump(), "server": server, "server_url": server_url, "config": config}
 
         def work(c: Connection) -> None:
             c.execute(sessions.delete().where(sessions.c.id == seat))
@@ -270,27 +274,48 @@ class Store:
         """``server`` stopped cleanly (its sessions are closed already)."""
         await self._run(lambda c: c.execute(replicas.delete().where(replicas.c.name == server)))
 
-    async def close_sessions_of_gone(self, alive: Callable[[str], bool], silent_since: float) -> int:
-        """Sessions whose replica is gone are gone with it (and its reserved seats are free
-        again); other replicas' stay. A replica is gone when ``alive`` says so, or when its last
-        beat is older than ``silent_since``."""
-        def work(c: Connection) -> int:
+    async def take_over_from_gone(
+        self, alive: Callable[[str], bool], silent_since: float, server: str, server_url: str | None
+    ) -> list[tuple[SessionInfo, str | None]]:
+        """The open sessions of replicas that are gone become ``server``'s, to re-attach (with
+        their configuration); their seats still starting are freed and their pending approvals
+        expired (the calls waiting for them ended with their process). A replica is gone when
+        ``alive`` says so, or when its last beat is older than ``silent_since``. One
+        transaction: two replicas looking at once do not both take a session."""
+        def work(c: Connection) -> list[tuple[SessionInfo, str | None]]:
             seen = {name: when for name, when in c.execute(sa.select(replicas.c.name, replicas.c.seen))}
             servers = c.execute(sa.select(sessions.c.server).where(sessions.c.state.in_(HELD)).distinct()).scalars()
             gone = [
-                server for server in servers
-                if server is None or not alive(server) or seen.get(server, silent_since) < silent_since
+                other for other in servers
+                if other != server and (other is None or not alive(other) or seen.get(other, silent_since) < silent_since)
             ]
             if not gone:
-                return 0
+                return []
             named = [g for g in gone if g is not None]
             c.execute(replicas.delete().where(replicas.c.name.in_(named)))
-            condition = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
-            c.execute(sessions.delete().where(sessions.c.state == "starting", condition))
-            stmt = sessions.update().where(sessions.c.state == "open", condition).values(state="closed", closed=time.time())
-            return int(c.execute(stmt).rowcount)
+            theirs = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
+            c.execute(sessions.delete().where(sessions.c.state == "starting", theirs))
+            c.execute(approvals.update().where(
+                approvals.c.state == "pending",
+                approvals.c.session_id.in_(sa.select(sessions.c.id).where(sessions.c.state == "open", theirs)),
+            ).values(
+                state="expired", answered=time.time(),
+                message="the server holding the waiting call stopped before an answer; the call did not run",
+            ))
+            rows = c.execute(sessions.select().where(sessions.c.state == "open", theirs)).mappings().all()
+            c.execute(sessions.update().where(sessions.c.state == "open", theirs).values(server=server, server_url=server_url))
+            return [
+                (SessionInfo.model_validate({k: v for k, v in r.items() if k not in ("server", "server_url", "config")}),
+                 r["config"])
+                for r in rows
+            ]
 
         return await self._run(work)
+
+    async def set_home_url(self, server: str, server_url: str) -> None:
+        """Where ``server``'s sessions are reached, once it listens."""
+        stmt = sessions.update().where(sessions.c.server == server, sessions.c.state == "open").values(server_url=server_url)
+        await self._run(lambda c: c.execute(stmt))
 
     async def session(self, session_id: str) -> SessionInfo | None:
         found = await self.session_and_home(session_id)
@@ -304,6 +329,7 @@ class Store:
             return None
         data = dict(row)
         server, url = data.pop("server"), data.pop("server_url")
+        data.pop("config")
         return SessionInfo.model_validate(data), server, url
 
     async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
@@ -313,7 +339,7 @@ class Store:
         if state is not None:
             stmt = stmt.where(sessions.c.state == state)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [SessionInfo.model_validate(dict(r)) for r in rows]
+        return [SessionInfo.model_validate({k: v for k, v in r.items() if k != "config"}) for r in rows]
 
     async def add_snapshot(self, info: SnapshotInfo, ref: str) -> None:
         await self._run(lambda c: c.execute(snapshots.insert().values(**info.model_dump(), ref=ref)))

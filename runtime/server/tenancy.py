@@ -177,7 +177,7 @@ class Tenancy:
                 live = Live(session=session, info=info)
                 self._live[session.id] = live
                 opened.append(live)
-                await self._store.fill_seat(seat, info, self.server, self.url)
+                await self._store.fill_seat(seat, info, self.server, self.url, config.model_dump_json())
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for live in opened:
@@ -187,11 +187,38 @@ class Tenancy:
         log.info("sessions opened", tenant=tenant.id, sessions=[o.info.id for o in opened])
         return opened
 
+    async def take_over(self, info: SessionInfo, config: str | None, approvals: ApprovalHandler) -> bool:
+        """Re-attach a session a gone replica held (its container may outlive it, with its
+        background tasks and their output); one whose container is gone is closed. Whether
+        it lives on here."""
+        try:
+            session = await self._rt.reattach(
+                info.id, SessionConfig.model_validate_json(config) if config else None,
+                tenant=info.tenant_id, policy=self._policy, approval_handler=approvals,
+            )
+        except CaissonError as exc:
+            log.info("a session of a gone replica did not outlive it", session=info.id, error=str(exc))
+            await self._store.close_session(info.id)
+            return False
+        self._live[info.id] = Live(session=session, info=info)
+        return True
+
     async def close(self, live: Live) -> None:
         self._live.pop(live.info.id, None)
         with anyio.CancelScope(shield=True):
             await live.session.close()
             await self._store.close_session(live.info.id)
+
+    async def let_go(self) -> None:
+        """This replica was taken for gone: a session another replica took over is its now
+        (left running), the others end."""
+        for live in list(self._live.values()):
+            found = await self._store.session_and_home(live.info.id)
+            if found is not None and found[0].state == "open" and found[1] != self.server:
+                self._live.pop(live.info.id, None)
+                await live.session.detach()
+            else:
+                await self.close(live)
 
     async def close_all(self) -> None:
         async with anyio.create_task_group() as tg:

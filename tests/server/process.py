@@ -4,6 +4,7 @@ signals (SIGTERM, SIGINT, SIGKILL) as systemd, Docker or Kubernetes would."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -12,10 +13,25 @@ import time
 from pathlib import Path
 
 import httpx
+import sqlalchemy as sa
 
+from runtime.server.store import database_url
 from tests.server.harness import TenantKey
 
 START_TIMEOUT = 180.0
+
+
+def fresh_database(postgres_url: str) -> str:
+    """A new, empty database on the test PostgreSQL: a server's first start there makes its
+    admin key, whatever other tests left in theirs."""
+    name = f"caisson_{secrets.token_hex(4)}"
+    engine = sa.create_engine(database_url(postgres_url, ""), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as c:
+            c.execute(sa.text(f"CREATE DATABASE {name}"))
+    finally:
+        engine.dispose()
+    return postgres_url.rsplit("/", 1)[0] + "/" + name
 
 
 class ServeProcess:

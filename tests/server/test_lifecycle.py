@@ -4,6 +4,7 @@ process, started from the command line, as deployed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -19,7 +20,7 @@ import pytest
 from runtime.server.store import Store, database_url
 from tests.loop import run_async
 from tests.server.harness import TenantKey
-from tests.server.process import ServeProcess
+from tests.server.process import ServeProcess, fresh_database
 
 
 def _open(t: TenantKey, n: int) -> list[str]:
@@ -138,7 +139,7 @@ def test_kill_9_during_load_loses_no_answered_call_from_the_audit(
     """Fifty clients call without pause; the server is killed with SIGKILL mid-load. A server
     started again on the same store has, in its audit, every call whose answer reached a
     client: the event was committed before the answer left."""
-    db = request.getfixturevalue("postgres_url") if store == "postgres" else None
+    db = fresh_database(request.getfixturevalue("postgres_url")) if store == "postgres" else None
     server = ServeProcess(tmp_path, db=db)
     sids: list[str] = []
     try:
@@ -184,3 +185,70 @@ def test_kill_9_during_load_loses_no_answered_call_from_the_audit(
         server.stop()
         for cid in _containers(docker_engine, sids):
             docker_engine.containers.get(cid).remove(force=True)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_sessions_outlive_a_killed_server(
+    store: str, request: pytest.FixtureRequest, sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """``kill -9`` with two sessions open, a background task running in one, a dangerous call
+    waiting for its approval; one session's container is then killed from outside. The server
+    started again re-attaches the session whose container lives (its files, its task and the
+    task's kept output), closes the other (its seat free), and the approval of the call that
+    died with the process is expired with a reason: answering it is refused."""
+    db = fresh_database(request.getfixturevalue("postgres_url")) if store == "postgres" else None
+    server = ServeProcess(tmp_path, db=db)
+    sids: list[str] = []
+    try:
+        t = server.tenant("outlive", max_sessions=2)
+        sids = _open(t, 2)
+        kept, lost = sids
+        with t.client() as c:
+            assert c.put(f"/sessions/{kept}/files", params={"path": "kept.txt"}, content=b"before the kill").status_code == 200
+            task = c.post(f"/sessions/{kept}/tasks", json={"command": "echo started; sleep 2; echo after"}).json()["task_id"]
+            waiting = threading.Thread(target=lambda: _call_quietly(t, kept, 'python3 -c "print(6 * 7)"'), daemon=True)
+            waiting.start()
+            deadline = time.monotonic() + 30
+            while not (pending := c.get("/approvals").json()):
+                assert time.monotonic() < deadline, "the dangerous call did not reach the approval queue"
+                time.sleep(0.2)
+        server.kill()
+        for container in docker_engine.containers.list(filters={"label": f"caisson.session={lost}"}):
+            container.kill()
+        again = ServeProcess(tmp_path, db=db, admin_token=server.admin_token)
+        try:
+            with httpx.Client(base_url=again.url, headers=t.headers, timeout=60) as c:
+                assert c.get(f"/sessions/{kept}").json()["state"] == "open"
+                assert c.get(f"/sessions/{lost}").json()["state"] == "closed"
+                assert c.get(f"/sessions/{kept}/files", params={"path": "kept.txt"}).content == b"before the kill"
+                ran = c.post(f"/sessions/{kept}/calls", json={"tool": "bash", "args": {"command": "echo alive"}}).json()
+                assert ran["ok"] and "alive" in ran["text"]
+                out = c.get(f"/sessions/{kept}/tasks/{task}", params={"wait": 10}).json()
+                while out["running"]:
+                    out = c.get(f"/sessions/{kept}/tasks/{task}", params={"wait": 10}).json()
+                full = c.get(f"/sessions/{kept}/tasks/{task}").json()
+                assert full["stdout"] == "started\nafter\n" and full["exit_code"] == 0
+                [expired] = [a for a in c.get("/approvals", params={"state": "expired"}).json() if a["id"] == pending[0]["id"]]
+                assert "stopped before an answer" in expired["message"]
+                assert c.post(f"/approvals/{expired['id']}", json={"decision": "allow_once"}).status_code == 409
+                # The lost session's seat is free: a second session opens within the quota of 2.
+                opened = c.post("/sessions", json={})
+                assert opened.status_code == 201, opened.text
+                sids.append(opened.json()["id"])
+                for sid in (kept, opened.json()["id"]):
+                    assert c.delete(f"/sessions/{sid}").status_code == 204
+            print(f"kill -9 ({store}): 1 session re-attached with its file and task, 1 whose container died closed, "
+                  f"1 pending approval expired")
+        finally:
+            again.stop()
+        assert _containers(docker_engine, sids) == []
+    finally:
+        server.stop()
+        for cid in _containers(docker_engine, sids):
+            docker_engine.containers.get(cid).remove(force=True)
+
+
+def _call_quietly(t: TenantKey, sid: str, command: str) -> None:
+    """A call whose server will be killed under it."""
+    with contextlib.suppress(httpx.TransportError), t.client() as c:
+        c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": command}})
