@@ -93,8 +93,12 @@ class Hosted:
                     await self._serve(create_app(ctx, self.settings), ctx, on_ready)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await tenancy.close_all()
-                    await store.leave(server)
+                    if self.settings.on_stop == "hand-over":
+                        await tenancy.hand_over(self.settings.hand_over_for)
+                        await store.hand_over(server)
+                    else:
+                        await tenancy.close_all()
+                        await store.leave(server)
                     store.close()
 
     @staticmethod

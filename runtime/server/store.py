@@ -274,6 +274,11 @@ class Store:
         """``server`` stopped cleanly (its sessions are closed already)."""
         await self._run(lambda c: c.execute(replicas.delete().where(replicas.c.name == server)))
 
+    async def hand_over(self, server: str) -> None:
+        """``server`` stopped and left its sessions running: it is gone for every replica at
+        once, so the first to look takes them over."""
+        await self._run(lambda c: c.execute(replicas.update().where(replicas.c.name == server).values(seen=0.0)))
+
     async def take_over_from_gone(
         self, alive: Callable[[str], bool], silent_since: float, server: str, server_url: str | None
     ) -> list[tuple[SessionInfo, str | None]]:

@@ -220,6 +220,14 @@ class Tenancy:
             else:
                 await self.close(live)
 
+    async def hand_over(self, keep_for: float) -> None:
+        """Leave every session running, still open in the registry, for ``keep_for`` seconds:
+        the next replica to start or beat takes them over."""
+        async with anyio.create_task_group() as tg:
+            for live in list(self._live.values()):
+                self._live.pop(live.info.id, None)
+                tg.start_soon(live.session.detach, keep_for)
+
     async def close_all(self) -> None:
         async with anyio.create_task_group() as tg:
             for live in list(self._live.values()):

@@ -118,6 +118,39 @@ def test_a_stop_signal_during_load_drains_and_exits_0(
             docker_engine.containers.get(cid).remove(force=True)
 
 
+def test_a_stop_may_hand_the_sessions_over(sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path) -> None:
+    """``--on-stop hand-over``: SIGTERM leaves the sessions running and open; the server
+    started again takes them over, files and running task included."""
+    server = ServeProcess(tmp_path, "--on-stop", "hand-over")
+    sids: list[str] = []
+    try:
+        t = server.tenant("hand-over", max_sessions=2)
+        sids = _open(t, 1)
+        with t.client() as c:
+            assert c.put(f"/sessions/{sids[0]}/files", params={"path": "a.txt"}, content=b"handed").status_code == 200
+            task = c.post(f"/sessions/{sids[0]}/tasks", json={"command": "sleep 3; echo done"}).json()["task_id"]
+        server.signal(signal.SIGTERM)
+        assert server.wait(60) == 0, server.stderr()[-3000:]
+        assert len(_containers(docker_engine, sids)) == 1
+        again = ServeProcess(tmp_path, "--on-stop", "hand-over", admin_token=server.admin_token)
+        try:
+            with httpx.Client(base_url=again.url, headers=t.headers, timeout=60) as c:
+                assert c.get(f"/sessions/{sids[0]}").json()["state"] == "open"
+                assert c.get(f"/sessions/{sids[0]}/files", params={"path": "a.txt"}).content == b"handed"
+                out = c.get(f"/sessions/{sids[0]}/tasks/{task}", params={"wait": 10}).json()
+                while out["running"]:
+                    out = c.get(f"/sessions/{sids[0]}/tasks/{task}", params={"wait": 10}).json()
+                assert c.get(f"/sessions/{sids[0]}/tasks/{task}").json()["stdout"] == "done\n"
+                assert c.delete(f"/sessions/{sids[0]}").status_code == 204
+        finally:
+            again.stop()
+        assert _containers(docker_engine, sids) == []
+    finally:
+        server.stop()
+        for cid in _containers(docker_engine, sids):
+            docker_engine.containers.get(cid).remove(force=True)
+
+
 def _audited(url: str, t: TenantKey) -> list[str]:
     """Every call id in the tenant's audit, page by page."""
     ids: list[str] = []
