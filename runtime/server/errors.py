@@ -17,7 +17,7 @@ from runtime.server.auth import Forbidden, Unauthorized
 from runtime.server.deps import ServerContext
 from runtime.server.quotas import QuotaExceeded
 from runtime.server.routes_admin import Conflict
-from runtime.server.tenancy import Elsewhere, NotAllowed, NotFound
+from runtime.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
 
 log = get_logger("caisson.server")
 
@@ -37,6 +37,7 @@ PLAIN: dict[type[Exception], tuple[int, str]] = {
     NotAllowed: (403, "not_allowed"),
     AlreadyAnswered: (409, "conflict"),
     Conflict: (409, "conflict"),
+    Gone: (410, "session_gone"),
 }
 
 

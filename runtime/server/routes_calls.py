@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from runtime.client import archive
 from runtime.client.models import TaskInfo
-from runtime.errors import CaissonError, OpError
+from runtime.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from runtime.logs import get_logger
 from runtime.server.deps import Ctx, LiveSession
 from runtime.server.models import (
@@ -29,6 +29,7 @@ from runtime.server.models import (
 from runtime.server.streams import sse_task_events
 
 router = APIRouter(tags=["calls"])
+SESSION_ENDED = frozenset({SessionError.code, DaemonDied.code, DaemonProtocolError.code})
 log = get_logger("caisson.server")
 
 # The server holds a file read whole in memory before answering.
@@ -46,6 +47,8 @@ async def call(live: LiveSession, body: CallBody, ctx: Ctx) -> ToolResult:
     ctx.metrics.call(result, time.perf_counter() - started)
     # Write-ahead: no answer leaves before the call's audit event is in the store.
     await ctx.audit.durable(result.call_id)
+    if result.error is not None and result.error.code in SESSION_ENDED:
+        raise SessionError(result.error.message)  # 410: the session is gone, not the call refused
     return result
 
 

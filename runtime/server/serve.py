@@ -133,6 +133,7 @@ class Hosted:
             tg.start_soon(ctx.requests.run)
             tg.start_soon(ctx.audit.run)
             tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
+            tg.start_soon(_every, 1.0, ctx.tenancy.watch_deaths, "watching the engine's events")
             tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx), "the replica's heartbeat")
 
             async def announce() -> None:

@@ -26,6 +26,7 @@ from runtime.session import Session
 log = get_logger("caisson.server")
 
 TENANT_CACHE_SECONDS = 5.0
+MAX_ENDED_KEPT = 10_000
 
 
 class NotFound(Exception):
@@ -44,6 +45,13 @@ class Elsewhere(Exception):
         where = f"the replica at {url}" if url else "another replica"
         super().__init__(f"session {session_id!r} is served by {where}: send its requests there")
         self.url = url
+
+
+class Gone(Exception):
+    """A session this replica saw end by itself (its container died, TTL, idle timeout): 410."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} ended: {reason}; open a new one")
 
 
 class NotAllowed(Exception):
@@ -75,6 +83,8 @@ class Tenancy:
         self._policy = policy
         self._live: dict[str, Live] = {}
         self._tenants: dict[str, tuple[float, TenantInfo]] = {}
+        # Sessions that ended by themselves here, recent first out: (tenant, why) for a 410.
+        self._ended: dict[str, tuple[str, str]] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -103,6 +113,9 @@ class Tenancy:
         the store raises Elsewhere (so the client can go there), anything else NotFound."""
         if session_id in self._live:
             return self.live(tenant_id, session_id)
+        ended = self._ended.get(session_id)
+        if ended is not None and ended[0] == tenant_id:
+            raise Gone(session_id, ended[1])
         found = await self._store.session_and_home(session_id)
         if found is None:
             raise NotFound("session", session_id)
@@ -256,4 +269,31 @@ class Tenancy:
     async def dead(self, live: Live, error: CaissonError) -> None:
         """A session whose container is gone (TTL, idle timeout, killed) leaves the registry."""
         log.warning("session ended", session=live.info.id, error=str(error))
+        self._ended[live.info.id] = (live.info.tenant_id, str(error))
+        if len(self._ended) > MAX_ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
         await self.close(live)
+
+    async def watch_deaths(self) -> None:
+        """The engine's event stream: a session whose container dies leaves at once (its calls
+        answer 410, its seat is free), not at the next sweep."""
+        client = self._rt.client
+        filters = {"type": "container", "event": ["die"], "label": containers.LABEL_SESSION}
+        stream = await anyio.to_thread.run_sync(lambda: client.events(decode=True, filters=filters))
+        send, receive = anyio.create_memory_object_stream[dict[str, str]](100)
+
+        def pump() -> None:
+            with send:
+                for event in stream:
+                    anyio.from_thread.run(send.send, (event.get("Actor") or {}).get("Attributes") or {})
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: anyio.to_thread.run_sync(pump, abandon_on_cancel=True))
+                async for attributes in receive:
+                    live = self._live.get(attributes.get(containers.LABEL_SESSION, ""))
+                    if live is not None:
+                        why = f"its container stopped (exit code {attributes.get('exitCode', '?')})"
+                        await self.dead(live, SessionError(why))
+        finally:
+            stream.close()

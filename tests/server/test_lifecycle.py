@@ -19,7 +19,7 @@ import pytest
 
 from runtime.server.store import Store, database_url
 from tests.loop import run_async
-from tests.server.harness import TenantKey
+from tests.server.harness import Api, TenantKey
 from tests.server.process import ServeProcess, fresh_database
 
 
@@ -285,3 +285,24 @@ def _call_quietly(t: TenantKey, sid: str, command: str) -> None:
     """A call whose server will be killed under it."""
     with contextlib.suppress(httpx.TransportError), t.client() as c:
         c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": command}})
+
+
+def test_a_container_killed_from_outside_is_noticed_at_once(api: Api, docker_engine: docker.DockerClient) -> None:
+    """No call needed: the engine's event stream tells the server, which closes the session
+    and frees its seat within 2 s; its calls then answer 410 with the reason."""
+    t = api.tenant("killed-outside", max_sessions=1)
+    [sid] = _open(t, 1)
+    with t.client() as c:
+        [container] = docker_engine.containers.list(filters={"label": f"caisson.session={sid}"})
+        container.kill()
+        killed = time.monotonic()
+        while c.get(f"/sessions/{sid}").json()["state"] != "closed":
+            assert time.monotonic() - killed < 2, "the session was not closed within 2 s of its container's death"
+            time.sleep(0.05)
+        noticed = time.monotonic() - killed
+        gone = c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "true"}})
+        assert gone.status_code == 410 and "container stopped" in gone.json()["detail"], gone.text
+        again = c.post("/sessions", json={})  # the seat is free
+        assert again.status_code == 201, again.text
+        assert c.delete(f"/sessions/{again.json()['id']}").status_code == 204
+    print(f"a container killed from outside ({api.store}): session closed {noticed:.2f} s later")
