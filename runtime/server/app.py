@@ -9,7 +9,7 @@ from fastapi import FastAPI, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from runtime.server import errors, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
+from runtime.server import errors, health, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
 from runtime.server.console import router as console_router
 from runtime.server.deps import ServerContext
 from runtime.server.metrics import CONTENT_TYPE
@@ -33,14 +33,10 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
     error_bodies = {code: {"model": Problem} for code in (401, 403, 404, 409, 413, 429)}
     app = FastAPI(title="caisson", version=_version(), description=DESCRIPTION, responses=error_bodies)  # type: ignore[arg-type]
     app.state.caisson = ctx
-    for module in (routes_admin, routes_sessions, routes_calls, routes_approvals, routes_audit):
+    for module in (health, routes_admin, routes_sessions, routes_calls, routes_approvals, routes_audit):
         app.include_router(module.router)
     app.include_router(console_router)
     errors.install(app, ctx)
-
-    @app.get("/healthz", tags=["meta"])
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     @app.get("/metrics", tags=["meta"], response_class=Response)
     async def metrics() -> Response:

@@ -15,6 +15,7 @@ from runtime.server.approvals import AlreadyAnswered
 from runtime.server.audit_writer import StoreUnavailable
 from runtime.server.auth import Forbidden, Unauthorized
 from runtime.server.deps import ServerContext
+from runtime.server.health import NotReady
 from runtime.server.quotas import QuotaExceeded
 from runtime.server.routes_admin import Conflict
 from runtime.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
@@ -85,6 +86,10 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
         log.warning("the store did not answer", path=request.url.path, error=str(exc).splitlines()[0])
         detail = str(exc) if isinstance(exc, StoreUnavailable) else "the control-plane store does not answer; try again"
         return problem(503, "store_unavailable", detail, {"Retry-After": str(StoreUnavailable.retry_after)})
+
+    @on(NotReady)
+    async def not_ready(request: Request, exc: Exception) -> JSONResponse:
+        return problem(503, "not_ready", str(exc), {"Retry-After": str(StoreUnavailable.retry_after)})
 
     @on(CaissonError)
     async def caisson(request: Request, exc: Exception) -> JSONResponse:

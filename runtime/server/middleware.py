@@ -7,6 +7,7 @@ import json
 import time
 
 import anyio
+from sqlalchemy.exc import DBAPIError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runtime.logs import get_logger
@@ -18,7 +19,7 @@ from runtime.server.store import Store
 log = get_logger("caisson.server.requests")
 
 # Polled constantly by monitoring, and saying nothing about tenants.
-UNLOGGED = frozenset({"/metrics", "/healthz"})
+UNLOGGED = frozenset({"/metrics", "/healthz", "/readyz"})
 FLUSH_EVERY = 0.5
 FILE_BODY = 256 * 1024 * 1024
 PRUNE_EVERY = 3600.0
@@ -165,5 +166,5 @@ class LogRequests:
             return None
         try:
             return await self.keys.check(header.decode("latin-1"))
-        except Unauthorized:
+        except (Unauthorized, DBAPIError):  # a store that is away was answered 503 already
             return None

@@ -155,6 +155,9 @@ class Store:
 
         return await anyio.to_thread.run_sync(work)
 
+    async def ping(self) -> None:
+        await self._run(lambda c: c.execute(sa.text("SELECT 1")))
+
     # ---- tenants and keys ---------------------------------------------------------------
 
     async def add_tenant(self, tenant_id: str, name: str, quotas: Quotas) -> TenantInfo:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import docker
@@ -35,8 +36,10 @@ def sandbox_image(docker_engine: docker.DockerClient) -> str:
     return build_image(docker_engine)
 
 
-@pytest.fixture(scope="session")
-def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
+@contextmanager
+def running_postgres(engine: docker.DockerClient) -> Iterator[tuple[DockerContainer, str]]:
+    """A PostgreSQL server of its own and its URL; stop and start its container to cut the
+    database off and bring it back (same port)."""
     ready = LogMessageWaitStrategy("database system is ready to accept connections").with_startup_timeout(90)
     # The host's network on a free loopback port: the engine's bridge may be missing.
     with socket.socket() as probe:
@@ -44,13 +47,19 @@ def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
         port = probe.getsockname()[1]
     command = f"/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/data -c fsync=off -p {port} -c listen_addresses=127.0.0.1"
     container = (
-        DockerContainer(postgres_image(docker_engine)).with_kwargs(network_mode="host").with_command(command).waiting_for(ready)
+        DockerContainer(postgres_image(engine)).with_kwargs(network_mode="host").with_command(command).waiting_for(ready)
     )
     container.start()
     try:
-        yield f"postgresql://caisson@127.0.0.1:{port}/postgres"
+        yield container, f"postgresql://caisson@127.0.0.1:{port}/postgres"
     finally:
         container.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
+    with running_postgres(docker_engine) as (_, url):
+        yield url
 
 
 def start_server(tmp: Path, image: str, db: str | None = None, **settings: object) -> ServerThread:
