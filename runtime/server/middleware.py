@@ -3,7 +3,6 @@ record per request naming tenant and key, written in batches off the request's p
 
 from __future__ import annotations
 
-import json
 import time
 
 import anyio
@@ -13,10 +12,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.logs import get_logger
 from runtime.server.auth import KeyChecker, Principal, Unauthorized
 from runtime.server.metrics import Metrics
-from runtime.server.models import RequestRecord
+from runtime.server.models import PROBLEM_TYPE, RequestRecord, problem_body
 from runtime.server.store import Store
 
 log = get_logger("caisson.server.requests")
+# One line per request on stderr, for the operator's log pipeline.
+access = get_logger("caisson.server.access")
 
 # Polled constantly by monitoring, and saying nothing about tenants.
 UNLOGGED = frozenset({"/metrics", "/healthz", "/readyz"})
@@ -83,9 +84,9 @@ async def _answer_413(scope: Scope, send: Send, limit: int) -> None:
 
 async def send_problem(send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """An error answer in the API's ``Problem`` shape, from ASGI code below the routes."""
-    body = json.dumps({"error": error, "detail": detail}).encode()
+    body = problem_body(status, error, detail)
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+        (b"content-type", PROBLEM_TYPE.encode()), (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -138,6 +139,7 @@ class LogRequests:
             await self.app(scope, receive, send)
             return
         status = 500
+        started = time.perf_counter()
 
         async def watched(message: Message) -> None:
             nonlocal status
@@ -151,7 +153,16 @@ class LogRequests:
             state = scope.get("state") or {}
             who: Principal | None = state.get("principal") or await self._who(scope)
             note = str(state.get("audit_note", ""))[:200]
+            seconds = time.perf_counter() - started
+            # The route's template, not the path: one series per operation, not per id.
+            route = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.requests.labels(scope["method"], str(status)).inc()
+            self.metrics.request_seconds.labels(scope["method"], route, str(status)).observe(seconds)
+            access.info(
+                "request", method=scope["method"], path=scope["path"], route=route, status=status,
+                ms=round(seconds * 1000, 1), tenant=who.tenant_id if who else None, key=who.key_id if who else None,
+                **({"note": note} if note else {}),
+            )
             self.requests.add(RequestRecord(
                 time=time.time(), tenant_id=who.tenant_id if who else None, key_id=who.key_id if who else None,
                 method=scope["method"], path=scope["path"][:2048], status=status, note=note,

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from runtime.server.deps import Ctx, Tenant
+from runtime.server.deps import Ctx, Tenant, Viewed
 from runtime.server.models import AuditEvent, AuditPage, RequestRecord
 from runtime.server.tenancy import NotFound
 
@@ -20,19 +20,20 @@ Limit = Annotated[int, Query(ge=1, le=10_000)]
 
 @router.get("/audit")
 async def audit_events(
-    who: Tenant, ctx: Ctx, session_id: str | None = None, tool: str | None = None,
+    whose: Viewed, ctx: Ctx, session_id: str | None = None, tool: str | None = None,
     decision: Literal["allow", "warn", "approved", "denied"] | None = None,
     since: Annotated[datetime | None, Query(description="only events at or after this time (ISO 8601)")] = None,
     cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,19}$", description="a page's next_cursor")] = None,
     order: Annotated[Literal["oldest", "newest"], Query(description="oldest first, or newest first")] = "oldest",
     limit: Limit = 100,
 ) -> AuditPage:
-    """The tenant's tool-call events, a page at a time (a session filter must name its own
-    session). Every call answered is here: its event was stored before its answer left."""
-    if session_id is not None:
-        await ctx.tenancy.record(who.id, session_id)
+    """The tenant's tool-call events (an admin key: every tenant's, or ``tenant_id``'s), a page
+    at a time; a tenant's session filter must name its own session. Every call answered is
+    here: its event was stored before its answer left."""
+    if session_id is not None and whose is not None:
+        await ctx.tenancy.record(whose, session_id)
     found = await ctx.store.audit(
-        who.id, session_id=session_id, tool=tool, decision=decision, since=since.timestamp() if since else None,
+        whose, session_id=session_id, tool=tool, decision=decision, since=since.timestamp() if since else None,
         after=int(cursor) if cursor else None, newest_first=order == "newest", limit=limit + 1,
     )
     more = len(found) > limit
@@ -49,7 +50,8 @@ async def audit_call(call_id: str, who: Tenant, ctx: Ctx) -> AuditEvent:
 
 
 @router.get("/audit/requests")
-async def audit_requests(who: Tenant, ctx: Ctx, limit: Limit = 100) -> list[RequestRecord]:
-    """The tenant's API requests, oldest first; this request itself is not among them yet."""
+async def audit_requests(whose: Viewed, ctx: Ctx, limit: Limit = 100) -> list[RequestRecord]:
+    """The tenant's API requests (an admin key: every caller's, or ``tenant_id``'s), oldest
+    first; this request itself is not among them yet."""
     await ctx.requests.flush()
-    return await ctx.store.requests(who.id, limit)
+    return await ctx.store.requests(whose, limit)

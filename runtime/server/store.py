@@ -385,8 +385,11 @@ class Store:
         row = await self._run(lambda c: c.execute(stmt).mappings().first())
         return _approval(row) if row else None
 
-    async def list_approvals(self, tenant_id: str, state: str | None = "pending") -> list[ApprovalInfo]:
-        stmt = approvals.select().where(approvals.c.tenant_id == tenant_id).order_by(approvals.c.created)
+    async def list_approvals(self, tenant_id: str | None, state: str | None = "pending") -> list[ApprovalInfo]:
+        """The tenant's approvals (every tenant's for None)."""
+        stmt = approvals.select().order_by(approvals.c.created)
+        if tenant_id is not None:
+            stmt = stmt.where(approvals.c.tenant_id == tenant_id)
         if state is not None:
             stmt = stmt.where(approvals.c.state == state)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
@@ -431,10 +434,11 @@ class Store:
         stmt = requests_log.delete().where(requests_log.c.time < before)
         return int(await self._run(lambda c: c.execute(stmt).rowcount))
 
-    async def requests(self, tenant_id: str, limit: int = 100) -> list[RequestRecord]:
-        stmt = (
-            requests_log.select().where(requests_log.c.tenant_id == tenant_id).order_by(requests_log.c.id.desc()).limit(limit)
-        )
+    async def requests(self, tenant_id: str | None, limit: int = 100) -> list[RequestRecord]:
+        """The tenant's latest requests, oldest first (every caller's for None)."""
+        stmt = requests_log.select().order_by(requests_log.c.id.desc()).limit(limit)
+        if tenant_id is not None:
+            stmt = stmt.where(requests_log.c.tenant_id == tenant_id)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
         return [RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"}) for r in reversed(rows)]
 
