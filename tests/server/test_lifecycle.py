@@ -356,3 +356,45 @@ def test_a_store_outage_answers_503_problems_then_recovers(
                 assert c.delete(f"/sessions/{sid}").status_code == 204
         finally:
             server.stop()
+
+
+def test_two_replicas_serve_one_audit_and_take_over_a_killed_ones_sessions(
+    postgres_url: str, sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Two server processes on one PostgreSQL: a tenant's audit is the same from either (it
+    lives in the store), and when one is killed with SIGKILL the other takes over its session
+    at its next beat (10 s) and serves it, files and all."""
+    db = fresh_database(postgres_url)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = ServeProcess(tmp_path / "a", db=db)
+    b = ServeProcess(tmp_path / "b", db=db, admin_token=a.admin_token)
+    sids: list[str] = []
+    try:
+        t = a.tenant("two-replicas")
+        with t.client() as on_a:
+            sid = on_a.post("/v1/sessions", json={}).json()["id"]
+            sids.append(sid)
+            for n in range(5):
+                assert on_a.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": f"echo {n}"}}).json()["ok"]
+            assert on_a.put(f"/v1/sessions/{sid}/files", params={"path": "f.txt"}, content=b"on a").status_code == 200
+            from_a = on_a.get("/v1/audit").json()["items"]
+        with httpx.Client(base_url=b.url, headers=t.headers, timeout=60) as on_b:
+            from_b = on_b.get("/v1/audit").json()["items"]
+            assert len(from_a) == 5 and from_a == from_b
+            a.kill()
+            deadline = time.monotonic() + 40
+            while (r := on_b.get(f"/v1/sessions/{sid}/files", params={"path": "f.txt"})).status_code != 200:
+                assert r.status_code in (421, 404), r.text
+                assert time.monotonic() < deadline, f"replica B did not take the session over: {r.status_code} {r.text}"
+                time.sleep(0.5)
+            took = 40 - (deadline - time.monotonic())
+            assert r.content == b"on a"
+            assert on_b.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "echo on b"}}).json()["ok"]
+            print(f"the same audit from both replicas ({len(from_a)} events); B served A's session {took:.1f} s after A's kill")
+            assert on_b.delete(f"/v1/sessions/{sid}").status_code == 204
+    finally:
+        a.stop()
+        b.stop()
+        for cid in _containers(docker_engine, sids):
+            docker_engine.containers.get(cid).remove(force=True)
