@@ -13,15 +13,18 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import docker
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from runtime.server.store import Store, database_url
 from tests.loop import run_async
 from tests.server.conftest import running_postgres, start_server
 from tests.server.harness import Api, TenantKey
 from tests.server.process import ServeProcess, fresh_database
+from tests.server.test_mcp_remote import mcp_client
 
 
 def _open(t: TenantKey, n: int) -> list[str]:
@@ -398,3 +401,33 @@ def test_two_replicas_serve_one_audit_and_take_over_a_killed_ones_sessions(
         b.stop()
         for cid in _containers(docker_engine, sids):
             docker_engine.containers.get(cid).remove(force=True)
+
+
+@pytest.mark.anyio
+async def test_an_mcp_call_is_not_answered_as_done_before_its_audit_is_stored(
+    sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Remote MCP calls are written ahead too: with the store gone, a call runs but its answer
+    is an error naming the audit store, not the tool's output."""
+    with running_postgres(docker_engine) as (postgres, url):
+        server = start_server(tmp_path, sandbox_image, db=url)
+        try:
+            assert server.hosted.admin_token
+            t = Api(server.url, server.hosted.admin_token, "postgres", server).tenant("mcp-outage")
+            async with mcp_client(server.url, t.token) as client:
+                assert not (await client.call_tool("bash", {"command": "echo before"})).is_error
+                await anyio.sleep(5.5)
+                # This call's key look-up is cached afresh, so the next one needs no store to start.
+                assert not (await client.call_tool("bash", {"command": "echo refresh"})).is_error
+                postgres.get_wrapped_container().kill()
+                with anyio.fail_after(60):
+                    try:
+                        during = await client.call_tool("bash", {"command": "echo during"})
+                        failed, text = during.is_error, str(during.content[0].text)  # type: ignore[union-attr]
+                    except MCPError as exc:
+                        failed, text = True, str(exc)
+                print(f"an MCP call with the store gone: error={failed}: {text[:200]}")
+                assert failed and "audit store" in text
+                postgres.get_wrapped_container().start()
+        finally:
+            server.stop()
