@@ -259,7 +259,8 @@ class Tenancy:
         asked, not the daemons: a ping would count as activity and keep idle sessions alive."""
         client = self._rt.client
         rows = await anyio.to_thread.run_sync(
-            lambda: client.containers.list(filters={"label": containers.LABEL_SESSION, "status": "running"})
+            # Paused is alive: a snapshot pauses the container while the engine commits it.
+            lambda: client.containers.list(filters={"label": containers.LABEL_SESSION, "status": ["running", "paused"]})
         )
         running = {c.labels.get(containers.LABEL_SESSION) for c in rows}
         for live in list(self._live.values()):

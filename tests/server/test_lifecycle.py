@@ -19,6 +19,7 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from runtime.server import serve
 from runtime.server.store import Store, database_url
 from tests.loop import run_async
 from tests.server.conftest import running_postgres, start_server
@@ -431,3 +432,26 @@ async def test_an_mcp_call_is_not_answered_as_done_before_its_audit_is_stored(
                 postgres.get_wrapped_container().start()
         finally:
             server.stop()
+
+
+def test_a_paused_container_is_not_taken_for_dead(
+    sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot pauses the container while the engine commits it: sweeps running meanwhile
+    (here every 0.2 s) leave the session open."""
+    monkeypatch.setattr(serve, "SWEEP_EVERY", 0.2)
+    server = start_server(tmp_path, sandbox_image)
+    try:
+        assert server.hosted.admin_token
+        t = Api(server.url, server.hosted.admin_token, "sqlite", server).tenant("paused")
+        [sid] = _open(t, 1)
+        [container] = docker_engine.containers.list(filters={"label": f"caisson.session={sid}"})
+        container.pause()
+        time.sleep(2)  # ten sweeps
+        container.unpause()
+        with t.client() as c:
+            assert c.get(f"/v1/sessions/{sid}").json()["state"] == "open"
+            assert c.post(f"/v1/sessions/{sid}/exec", json={"command": "echo still"}).json()["stdout"] == "still\n"
+            assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+    finally:
+        server.stop()
