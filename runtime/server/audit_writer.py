@@ -11,9 +11,9 @@ from typing import Any
 
 import anyio
 
-from runtime.audit import AuditEvent, summarise
-from runtime.logs import get_logger
-from runtime.server.store import Store
+from caisson.audit import AuditEvent, summarise
+from caisson.logs import get_logger
+from caisson.server.store import Store
 
 log = get_logger("caisson.server.audit")
 

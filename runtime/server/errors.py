@@ -12,17 +12,17 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from runtime.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
-from runtime.logs import get_logger
-from runtime.server.approvals import AlreadyAnswered
-from runtime.server.audit_writer import StoreUnavailable
-from runtime.server.auth import Forbidden, Unauthorized
-from runtime.server.deps import ServerContext
-from runtime.server.health import NotReady
-from runtime.server.models import PROBLEM_TYPE, problem_body
-from runtime.server.quotas import QuotaExceeded
-from runtime.server.routes_admin import Conflict
-from runtime.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
+from caisson.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
+from caisson.logs import get_logger
+from caisson.server.approvals import AlreadyAnswered
+from caisson.server.audit_writer import StoreUnavailable
+from caisson.server.auth import Forbidden, Unauthorized
+from caisson.server.deps import ServerContext
+from caisson.server.health import NotReady
+from caisson.server.models import PROBLEM_TYPE, problem_body
+from caisson.server.quotas import QuotaExceeded
+from caisson.server.routes_admin import Conflict
+from caisson.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
 
 log = get_logger("caisson.server")
 

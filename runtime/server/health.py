@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 from fastapi import APIRouter
 
-from runtime.server.deps import Ctx
-from runtime.server.models import Problem
+from caisson.server.deps import Ctx
+from caisson.server.models import Problem
 
 router = APIRouter(tags=["meta"])
 

@@ -9,11 +9,11 @@ import anyio
 from sqlalchemy.exc import DBAPIError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.logs import get_logger
-from runtime.server.auth import KeyChecker, Principal, Unauthorized
-from runtime.server.metrics import Metrics
-from runtime.server.models import PROBLEM_TYPE, RequestRecord, problem_body
-from runtime.server.store import Store
+from caisson.logs import get_logger
+from caisson.server.auth import KeyChecker, Principal, Unauthorized
+from caisson.server.metrics import Metrics
+from caisson.server.models import PROBLEM_TYPE, RequestRecord, problem_body
+from caisson.server.store import Store
 
 log = get_logger("caisson.server.requests")
 # One line per request on stderr, for the operator's log pipeline.

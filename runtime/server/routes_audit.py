@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from runtime.server.deps import Ctx, Tenant, Viewed
-from runtime.server.models import AuditEvent, AuditPage, RequestRecord
-from runtime.server.tenancy import NotFound
+from caisson.server.deps import Ctx, Tenant, Viewed
+from caisson.server.models import AuditEvent, AuditPage, RequestRecord
+from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["audit"])
 

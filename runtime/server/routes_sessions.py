@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, status
 
-from runtime.server.deps import Ctx, LiveSession, Principal, Tenant, Viewed, principal, tenant
-from runtime.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
-from runtime.server.tenancy import NotFound
+from caisson.server.deps import Ctx, LiveSession, Principal, Tenant, Viewed, principal, tenant
+from caisson.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
+from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["sessions"])
 

@@ -17,8 +17,8 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from runtime.audit import AuditEvent
-from runtime.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
+from caisson.audit import AuditEvent
+from caisson.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from runtime.server.store import database_url
+from caisson.server.store import database_url
 from tests.server.harness import TenantKey
 
 START_TIMEOUT = 180.0
@@ -41,7 +41,7 @@ class ServeProcess:
     def __init__(self, state_dir: Path, *args: str, db: str | None = None, admin_token: str | None = None) -> None:
         self.state_dir = state_dir
         self.stderr_path = state_dir / "stderr.log"
-        cmd = [sys.executable, "-m", "runtime.interfaces.cli", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
+        cmd = [sys.executable, "-m", "caisson.interfaces.cli", "serve", "--port", "0", "--state-dir", str(state_dir), *args]
         if db:
             cmd += ["--db", db]
         self._stderr = self.stderr_path.open("ab")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from runtime.errors import SessionError
-from runtime.remote import RemoteRuntime
+from caisson.errors import SessionError
+from caisson.remote import RemoteRuntime
 from tests.server.harness import Api
 
 pytestmark = pytest.mark.anyio

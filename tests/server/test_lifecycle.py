@@ -19,8 +19,8 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from runtime.server import serve
-from runtime.server.store import Store, database_url
+from caisson.server import serve
+from caisson.server.store import Store, database_url
 from tests.loop import run_async
 from tests.server.conftest import running_postgres, start_server
 from tests.server.harness import Api, TenantKey
