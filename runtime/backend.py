@@ -10,7 +10,7 @@ stay the same, and tests/test_backend.py runs a Runtime over an in-memory fake.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -116,6 +116,10 @@ class Backend(Protocol):
 
     async def facts(self) -> EngineFacts: ...
 
+    async def ping(self) -> None:
+        """Raise unless the engine answers (readiness checks bound the wait)."""
+        ...
+
     async def prepare_image(self, image: str | None, *, rebuild: bool = False) -> str:
         """The default image (built when missing, or ``rebuild``) for None; else ``image``,
         which must exist (``ImageError`` says how to get it)."""
@@ -165,6 +169,10 @@ class Backend(Protocol):
     async def remove_snapshot(self, ref: str) -> None: ...
 
     async def base_files(self, container_id: str) -> BaseFiles: ...
+
+    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
+        """Call ``on_death(session id, why)`` for each session container as it dies, until cancelled."""
+        ...
 
     async def death_cause(self, container_id: str) -> str | None:
         """Why a container's daemon died, as far as the engine knows."""

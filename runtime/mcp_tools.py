@@ -71,12 +71,15 @@ class SessionTools:
     def __init__(
         self, profile: Profile, open_session: Opener, close_session: Closer | None = None,
         observe: Callable[[ToolResult, float], None] | None = None,
+        settle: Callable[[ToolResult], Awaitable[None]] | None = None,
     ) -> None:
         self._profile = profile
         self._open = open_session
         self._close = close_session or (lambda s: s.close())
         # Told of every call's result and seconds (caisson serve's metrics).
         self._observe = observe
+        # Awaited before a call's answer goes out (caisson serve: until its audit event is stored).
+        self._settle = settle
         self._session: Session | None = None
         self._lock = anyio.Lock()
 
@@ -105,6 +108,8 @@ class SessionTools:
             tg.cancel_scope.cancel()
         if self._observe is not None:
             self._observe(result, time.perf_counter() - started)
+        if self._settle is not None:
+            await self._settle(result)
         text = f"{notice}\n\n{result.text}" if notice else result.text
         structured = (
             result.data

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -92,6 +92,12 @@ class ProcessBackend:
 
     async def aclose(self) -> None:
         self.calls.append("aclose")
+
+    async def ping(self) -> None:
+        pass
+
+    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
+        await anyio.sleep_forever()
 
     async def facts(self) -> EngineFacts:
         return EngineFacts(engine="process", address=self.address)

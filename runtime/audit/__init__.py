@@ -3,6 +3,6 @@ and why), written off the call's path to JSON lines and SQLite, with arguments k
 digest and a redacted preview."""
 
 from caisson.audit.event import AuditEvent, DecisionName
-from caisson.audit.log import AuditLog
+from caisson.audit.log import AuditLog, Tee, summarise
 
-__all__ = ["AuditEvent", "AuditLog", "DecisionName"]
+__all__ = ["AuditEvent", "AuditLog", "DecisionName", "Tee", "summarise"]

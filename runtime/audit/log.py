@@ -16,7 +16,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -69,6 +69,27 @@ def _add_severity(_logger: Any, method_name: str, event_dict: MutableMapping[str
 
 
 _STOP = object()
+UNAVAILABLE = "<unavailable>"
+# Called with each event as it is recorded, on the caller's thread: (event, args, focus).
+Tee = Callable[[AuditEvent, Mapping[str, Any] | None, str | None], None]
+
+
+def summarise(event: AuditEvent, args: Mapping[str, Any] | None, focus: str | None) -> AuditEvent:
+    """The event as stored: the arguments' digest, size and redacted preview (keeping
+    ``focus``, the deciding part of a long command, in view), its message redacted."""
+    update: dict[str, Any] = {}
+    try:
+        if args is not None:
+            update["args_sha256"], size = digest_and_size(args)
+            if not event.bytes_in:  # sized here, off the call path, unless the caller knew it
+                update["bytes_in"] = size
+            update["preview"] = redact_preview(args, focus=focus)
+        if event.message:
+            update["message"] = redact_text(event.message)
+    except Exception:  # odd arguments must not cost the event itself
+        _stdlib_log.exception("summarising audit arguments failed")
+        update = {"args_sha256": "", "preview": UNAVAILABLE, "message": None}
+    return event.model_copy(update=update) if update else event
 
 
 class AuditLog:
@@ -80,6 +101,8 @@ class AuditLog:
         self.jsonl_path = Path(jsonl_path) if jsonl_path is not None else None
         self.sqlite_path = Path(sqlite_path) if sqlite_path is not None else None
         self.write_errors = 0
+        # Another home for the events, fed as they are recorded (a control plane's store).
+        self.tee: Tee | None = None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=65536)
         self._closed = False
         self._file: TextIO | None = None
@@ -116,6 +139,8 @@ class AuditLog:
         mutate ``args`` afterwards."""
         if self._closed:
             raise RuntimeError("audit log is closed")
+        if self.tee is not None:
+            self.tee(event, args, focus)
         self._queue.put((event, args, focus))
 
     def flush(self) -> None:
@@ -175,21 +200,10 @@ class AuditLog:
                 conn.close()
 
     def _finish(self, event: AuditEvent, args: Mapping[str, Any] | None, focus: str | None) -> AuditEvent:
-        update: dict[str, Any] = {}
-        try:
-            if args is not None:
-                # Sized here, off the call path, unless the caller knew the size already.
-                update["args_sha256"], size = digest_and_size(args)
-                if not event.bytes_in:
-                    update["bytes_in"] = size
-                update["preview"] = redact_preview(args, focus=focus)
-            if event.message:
-                update["message"] = redact_text(event.message)
-        except Exception:  # odd arguments must not cost the event itself
+        finished = summarise(event, args, focus)
+        if finished.preview == UNAVAILABLE:
             self.write_errors += 1
-            _stdlib_log.exception("summarising audit arguments failed")
-            update = {"args_sha256": "", "preview": "<unavailable>", "message": None}
-        return event.model_copy(update=update) if update else event
+        return finished
 
     def _write(self, events: list[AuditEvent], conn: sqlite3.Connection | None) -> None:
         rows = []

@@ -17,9 +17,12 @@ import httpx
 from anyio.streams.text import TextReceiveStream
 
 from caisson.bench.stats import summarize
+from caisson.config import RuntimeConfig
 from caisson.remote import RemoteRuntime, RemoteSession
+from caisson.runtime import Runtime
 
 START_TIMEOUT = 120.0
+LIBRARY_CALLS = 300
 
 
 async def _start_server(state: str) -> tuple[anyio.abc.Process, str, str]:
@@ -44,15 +47,46 @@ async def _start_server(state: str) -> tuple[anyio.abc.Process, str, str]:
 
 async def bench_hosted(tenants: int = 5, sessions: int = 20, clients: int = 50, calls: int = 2000) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="caisson-bench-serve-") as state:
+        library_cpu_ms = await _library_cpu_per_call(state, LIBRARY_CALLS)
         proc, url, admin_key = await _start_server(state)
         try:
-            return await _load(url, admin_key, tenants, sessions, clients, calls)
+            report = await _load(url, admin_key, tenants, sessions, clients, calls)
+            server_cpu_ms = report.pop("server_cpu_seconds") * 1000 / calls
+            # Baseline beside the figure, same run: the library's own CPU for the same call.
+            report["cpu_per_call_ms"] = {
+                "server": round(server_cpu_ms, 2), "library_in_process": round(library_cpu_ms, 2),
+                "ratio": round(server_cpu_ms / library_cpu_ms, 2),
+            }
+            return report
         finally:
             proc.terminate()
             with anyio.move_on_after(60):
                 await proc.wait()
             if proc.returncode is None:
                 proc.kill()
+
+
+async def _server_cpu(url: str) -> float:
+    """The server process's CPU seconds so far, from its own /metrics."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        text = (await c.get("/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            return float(line.split()[1])
+    raise RuntimeError("the server's /metrics has no process_cpu_seconds_total")
+
+
+async def _library_cpu_per_call(state: str, n: int) -> float:
+    """CPU milliseconds of this process per ``bash`` call made through the library in
+    process, the same call the clients make through the server (sessions opened first)."""
+    async with Runtime(RuntimeConfig(state_dir=state)) as rt, rt.session() as s:
+        await s.call("bash", {"command": "echo 0"})
+        started = time.process_time()
+        for i in range(n):
+            await s.call("bash", {"command": f"echo {i}"})
+        await anyio.to_thread.run_sync(rt.audit.flush)  # the audit writer's share, as the server pays it
+        cpu = time.process_time() - started
+    return cpu * 1000 / n
 
 
 async def _load(url: str, admin_key: str, tenants: int, sessions: int, clients: int, calls: int) -> dict[str, Any]:
@@ -94,11 +128,13 @@ async def _load(url: str, admin_key: str, tenants: int, sessions: int, clients: 
                     errors.append(f"call {i}: {exc!r}"[:200])
                 latencies.append((time.perf_counter() - t0) * 1000)
 
+        cpu_before = await _server_cpu(url)
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for _ in range(clients):
                 tg.start_soon(client)
         seconds = time.perf_counter() - started
+        server_cpu = await _server_cpu(url) - cpu_before
     finally:
         with anyio.CancelScope(shield=True):
             for s in opened:
@@ -109,5 +145,5 @@ async def _load(url: str, admin_key: str, tenants: int, sessions: int, clients: 
         "tenants": tenants, "sessions": sessions, "clients": clients, "calls": calls,
         "open_sessions_seconds": round(open_seconds, 2),
         "call": summarize(latencies), "seconds": round(seconds, 2), "calls_per_second": round(calls / seconds, 1),
-        "errors": len(errors), "error_samples": errors[:5],
+        "errors": len(errors), "error_samples": errors[:5], "server_cpu_seconds": server_cpu,
     }

@@ -8,7 +8,7 @@ backend's: they live from ``open`` to ``aclose``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import docker
@@ -98,6 +98,10 @@ class DockerBackend:
 
         return await anyio.to_thread.run_sync(read)
 
+    async def ping(self) -> None:
+        client = self.client
+        await anyio.to_thread.run_sync(client.ping, abandon_on_cancel=True)
+
     async def prepare_image(self, image: str | None, *, rebuild: bool = False) -> str:
         if image is None:
             return await anyio.to_thread.run_sync(lambda: images.build_image(self.client, force=rebuild))
@@ -170,6 +174,26 @@ class DockerBackend:
 
     async def base_files(self, container_id: str) -> BaseFiles:
         return await anyio.to_thread.run_sync(ImageProbe, self.client, container_id)
+
+    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
+        client = self.client
+        filters = {"type": "container", "event": ["die"], "label": containers.LABEL_SESSION}
+        stream = await anyio.to_thread.run_sync(lambda: client.events(decode=True, filters=filters))
+        send, receive = anyio.create_memory_object_stream[dict[str, str]](100)
+
+        def pump() -> None:
+            with send:
+                for event in stream:
+                    anyio.from_thread.run(send.send, (event.get("Actor") or {}).get("Attributes") or {})
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: anyio.to_thread.run_sync(pump, abandon_on_cancel=True))
+                async for attributes in receive:
+                    session_id = attributes.get(containers.LABEL_SESSION, "")
+                    await on_death(session_id, f"its container stopped (exit code {attributes.get('exitCode', '?')})")
+        finally:
+            stream.close()
 
     async def death_cause(self, container_id: str) -> str | None:
         if self._disk is not None and container_id in self._disk.reasons:

@@ -103,6 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
     settings = ServeSettings(
         host=args.host, port=args.port, db=args.db, state_dir=args.state_dir, approval_timeout=args.approval_timeout,
+        drain=args.drain, on_stop=args.on_stop, hand_over_for=args.hand_over_for,
         ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, mcp=not args.no_mcp, new_admin_key=args.new_admin_key, public_url=args.public_url,
         egress_hosts=dict(entry.split("=", 1) for entry in args.egress_host or []),
     )
@@ -209,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--db", help="postgresql://user@host/db, or sqlite:///file; default: server.sqlite3 in the state dir")
     serve.add_argument("--state-dir", help="default: CAISSON_STATE_DIR or ~/.caisson")
     serve.add_argument("--approval-timeout", type=float, default=300.0, help="seconds a dangerous call waits")
+    serve.add_argument("--drain", type=int, default=30,
+                       help="seconds a stop (SIGTERM/SIGINT) lets calls in flight finish before cancelling them")
+    serve.add_argument("--on-stop", choices=["close", "hand-over"], default="close",
+                       help="at a stop, close the sessions (default) or leave them running for a restart or another replica")
+    serve.add_argument("--hand-over-for", type=float, default=300.0,
+                       help="seconds handed-over sessions wait to be taken over (at most their TTL)")
     serve.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     serve.add_argument("--no-mcp", action="store_true", help="do not serve remote MCP at /mcp")

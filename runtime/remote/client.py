@@ -151,6 +151,15 @@ class RemoteRuntime:
         info = (await self.request("POST", "/sessions", json=body)).json()
         return await self._attach(info)
 
+    async def attach(self, session_id: str) -> RemoteSession:
+        """An open session of this key's tenant, opened earlier (by this client, another one, or
+        before a restart); its background tasks and their output are there. A closed or
+        unknown one raises SessionError."""
+        info = (await self.request("GET", f"/sessions/{session_id}")).json()
+        if info["state"] != "open":
+            raise SessionError(f"session {session_id} is {info['state']}: open a new one")
+        return await self._attach(info)
+
     async def _attach(self, info: dict[str, Any]) -> RemoteSession:
         profile = str(info["profile"])
         if (profile, FORMATS[0]) not in self._schemas:

@@ -4,12 +4,14 @@ metrics and console pages, and the remote MCP endpoint, over one server context.
 from __future__ import annotations
 
 from importlib import metadata
+from typing import Any
 
 from fastapi import FastAPI, Response
+from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from caisson.server import errors, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
+from caisson.server import errors, health, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
 from caisson.server.console import router as console_router
 from caisson.server.deps import ServerContext
 from caisson.server.metrics import CONTENT_TYPE
@@ -29,18 +31,41 @@ def _version() -> str:
         return "0+unknown"
 
 
+API_PREFIX = "/v1"
+
+
+def _with_bearer(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with the API key as a bearer security scheme on every operation
+    that takes one, so a generated client sends it by itself."""
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        doc.setdefault("components", {})["securitySchemes"] = {
+            "apiKey": {"type": "http", "scheme": "bearer", "description": "an API key, cai_<key id>_<secret>"}
+        }
+        for path, operations in doc["paths"].items():
+            if path.startswith(API_PREFIX):
+                for operation in operations.values():
+                    operation["security"] = [{"apiKey": []}]
+        app.openapi_schema = doc
+    return app.openapi_schema
+
+
 def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None = None) -> FastAPI:
     error_bodies = {code: {"model": Problem} for code in (401, 403, 404, 409, 413, 429)}
-    app = FastAPI(title="caisson", version=_version(), description=DESCRIPTION, responses=error_bodies)  # type: ignore[arg-type]
+    app = FastAPI(
+        title="caisson", version=_version(), description=DESCRIPTION, responses=error_bodies,  # type: ignore[arg-type]
+        # A route's function name: readable, and stable across releases (generated clients name methods by it).
+        generate_unique_id_function=lambda route: route.name,
+    )
     app.state.caisson = ctx
+    app.include_router(health.router)
     for module in (routes_admin, routes_sessions, routes_calls, routes_approvals, routes_audit):
-        app.include_router(module.router)
+        app.include_router(module.router, prefix=API_PREFIX)
+        # The paths of before the version prefix keep working, out of the document.
+        app.include_router(module.router, include_in_schema=False)
+    app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]
     app.include_router(console_router)
     errors.install(app, ctx)
-
-    @app.get("/healthz", tags=["meta"])
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     @app.get("/metrics", tags=["meta"], response_class=Response)
     async def metrics() -> Response:

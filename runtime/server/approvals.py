@@ -6,6 +6,7 @@ shares the database reaches it too."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 
@@ -59,6 +60,10 @@ class Approvals:
             with anyio.CancelScope(shield=True):
                 expired = await self._store.answer_approval(info.id, "expired", "no answer in time", None)
                 answered = None if expired else await self._store.approval(info.id)
+        except BaseException:  # the waiting call ended (a stop cancelled it): an answer would do nothing
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._store.answer_approval(info.id, "expired", "the call waiting for it ended first", None)
+            raise
         finally:
             self._events.pop(info.id, None)
         if answered is None:

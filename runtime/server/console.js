@@ -8,7 +8,7 @@ async function api(method, path, body) {
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
   if (!r.ok) throw new Error(method + " " + path + ": " + r.status + " " + (await r.text()));
-  return r.json();
+  return r.status === 204 ? null : r.json();
 }
 
 function cell(row, text, cls) {
@@ -26,15 +26,42 @@ function fill(id, items, render) {
 
 async function answer(id, decision) {
   const message = decision === "deny" ? (prompt("Reason for denying (the agent sees it):") || "denied from the console") : null;
-  await api("POST", "/approvals/" + encodeURIComponent(id), {decision, message});
+  await api("POST", "/v1/approvals/" + encodeURIComponent(id), {decision, message});
+  await refresh();
+}
+
+const filterBox = {tenant_id: "f-tenant", session_id: "f-session", tool: "f-tool"};
+// The audit page shown: null is the newest; "pages" holds the cursors of the newer pages.
+let auditCursor = null, nextCursor = null;
+const pages = [];
+const olderButton = document.getElementById("older"), newerButton = document.getElementById("newer");
+
+function query(names, extra) {
+  const params = new URLSearchParams(extra || {});
+  for (const name of names) {
+    const value = document.getElementById(filterBox[name]).value.trim();
+    if (value) params.set(name, value);
+  }
+  return params.toString();
+}
+
+async function closeSession(id) {
+  if (!confirm("Close session " + id + "? Its container is removed.")) return;
+  await api("DELETE", "/v1/sessions/" + encodeURIComponent(id));
   await refresh();
 }
 
 async function refresh() {
-  if (!keyBox.value) { statusLine.textContent = "enter a tenant API key"; return; }
+  if (!keyBox.value) { statusLine.textContent = "enter an API key"; return; }
   try {
+    const page = {order: "newest", limit: "50"};
+    if (auditCursor) page.cursor = auditCursor;
     const [approvals, sessions, audit] = await Promise.all([
-      api("GET", "/approvals"), api("GET", "/sessions"), api("GET", "/audit?limit=50")]);
+      api("GET", "/v1/approvals?" + query(["tenant_id"])), api("GET", "/v1/sessions?" + query(["tenant_id"])),
+      api("GET", "/v1/audit?" + query(["tenant_id", "session_id", "tool"], page))]);
+    nextCursor = audit.next_cursor;
+    olderButton.disabled = !nextCursor;
+    newerButton.disabled = pages.length === 0;
     fill("approvals", approvals, (row, a) => {
       row.className = "pending"; row.dataset.approval = a.id;
       cell(row, a.id); cell(row, a.session_id); cell(row, a.tool);
@@ -49,10 +76,15 @@ async function refresh() {
     });
     fill("sessions", sessions, (row, s) => {
       row.dataset.session = s.id;
-      cell(row, s.id); cell(row, s.profile); cell(row, s.image || "default"); cell(row, s.memory);
+      cell(row, s.id); cell(row, s.tenant_id); cell(row, s.profile); cell(row, s.image || "default"); cell(row, s.memory);
       cell(row, new Date(s.created * 1000).toLocaleTimeString());
+      const b = document.createElement("button");
+      b.textContent = "Close"; b.dataset.close = s.id;
+      b.addEventListener("click", () => closeSession(s.id).catch(e => statusLine.textContent = e.message));
+      row.insertCell().appendChild(b);
     });
-    fill("audit", audit.slice().reverse(), (row, e) => {
+    fill("audit", audit.items, (row, e) => {
+      row.dataset.tenant = e.tenant; row.dataset.session = e.session_id;
       cell(row, new Date(e.time).toLocaleTimeString()); cell(row, e.session_id); cell(row, e.tool_alias || e.tool);
       cell(row, e.level); cell(row, e.decision, e.decision === "denied" ? "denied" : e.decision === "approved" ? "approved" : "");
       cell(row, e.outcome); cell(row, e.preview);
@@ -62,6 +94,14 @@ async function refresh() {
     statusLine.textContent = e.message;
   }
 }
+
+document.getElementById("filters").addEventListener("submit", ev => {
+  ev.preventDefault();
+  auditCursor = null; pages.length = 0;
+  refresh();
+});
+olderButton.addEventListener("click", () => { pages.push(auditCursor); auditCursor = nextCursor; refresh(); });
+newerButton.addEventListener("click", () => { auditCursor = pages.pop() || null; refresh(); });
 
 document.getElementById("login").addEventListener("submit", ev => {
   ev.preventDefault();

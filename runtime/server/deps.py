@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from caisson.runtime import Runtime
 from caisson.server.approvals import Approvals
+from caisson.server.audit_writer import DurableAudit
 from caisson.server.auth import Forbidden, KeyChecker, Principal
 from caisson.server.metrics import Metrics
 from caisson.server.middleware import RequestLog
@@ -29,6 +30,7 @@ class ServerContext:
     metrics: Metrics
     limiter: RateLimiter
     requests: RequestLog
+    audit: DurableAudit
 
 
 def context(request: Request) -> ServerContext:
@@ -61,7 +63,23 @@ async def tenant(who: Annotated[Principal, Depends(principal)], ctx: Ctx) -> Ten
     return found
 
 
+async def viewed(
+    who: Annotated[Principal, Depends(principal)], ctx: Ctx,
+    tenant_id: Annotated[str | None, Query(max_length=64, description="admin keys: one tenant's only")] = None,
+) -> str | None:
+    """Whose records a list shows: a tenant key's own tenant's; an admin key's, every
+    tenant's, or the one ``tenant_id`` names (a tenant key may not name another)."""
+    if who.scope == "admin":
+        return tenant_id
+    own = (await tenant(who, ctx)).id
+    if tenant_id is not None and tenant_id != own:
+        raise Forbidden("a tenant key sees its own tenant only; leave tenant_id out")
+    return own
+
+
 Admin = Annotated[Principal, Depends(admin)]
+# The tenant whose records a list shows; None: every tenant's (an admin key).
+Viewed = Annotated[str | None, Depends(viewed)]
 Tenant = Annotated[TenantInfo, Depends(tenant)]
 
 

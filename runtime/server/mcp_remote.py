@@ -111,7 +111,8 @@ class RemoteMcp:
 
     def _tools(self, who: Principal, profile: Profile) -> SessionTools:
         return SessionTools(
-            profile, lambda: self._open(who, profile.name), self._close_for(who), observe=self._ctx.metrics.call
+            profile, lambda: self._open(who, profile.name), self._close_for(who), observe=self._ctx.metrics.call,
+            settle=lambda result: self._ctx.audit.durable(result.call_id),
         )
 
     async def _open(self, who: Principal, profile: str) -> Session:

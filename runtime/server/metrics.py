@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -67,6 +75,15 @@ class Metrics:
         self.requests = Counter(
             "caisson_http_requests", "API requests, by method and status", ["method", "status"], registry=self.registry
         )
+        self.request_seconds = Histogram(
+            "caisson_http_request_seconds", "API request latency, by method, route template and status",
+            ["method", "route", "status"], registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
+        # The server's own process: CPU, memory, descriptors, and the interpreter's collections.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     def call(self, result: ToolResult, seconds: float) -> None:
         outcome = "ok" if result.ok else (result.error.code if result.error else "error")

@@ -3,22 +3,24 @@ record per request naming tenant and key, written in batches off the request's p
 
 from __future__ import annotations
 
-import json
 import time
 
 import anyio
+from sqlalchemy.exc import DBAPIError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from caisson.logs import get_logger
 from caisson.server.auth import KeyChecker, Principal, Unauthorized
 from caisson.server.metrics import Metrics
-from caisson.server.models import RequestRecord
+from caisson.server.models import PROBLEM_TYPE, RequestRecord, problem_body
 from caisson.server.store import Store
 
 log = get_logger("caisson.server.requests")
+# One line per request on stderr, for the operator's log pipeline.
+access = get_logger("caisson.server.access")
 
 # Polled constantly by monitoring, and saying nothing about tenants.
-UNLOGGED = frozenset({"/metrics", "/healthz"})
+UNLOGGED = frozenset({"/metrics", "/healthz", "/readyz"})
 FLUSH_EVERY = 0.5
 FILE_BODY = 256 * 1024 * 1024
 PRUNE_EVERY = 3600.0
@@ -82,9 +84,9 @@ async def _answer_413(scope: Scope, send: Send, limit: int) -> None:
 
 async def send_problem(send: Send, status: int, error: str, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """An error answer in the API's ``Problem`` shape, from ASGI code below the routes."""
-    body = json.dumps({"error": error, "detail": detail}).encode()
+    body = problem_body(status, error, detail)
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+        (b"content-type", PROBLEM_TYPE.encode()), (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -137,6 +139,7 @@ class LogRequests:
             await self.app(scope, receive, send)
             return
         status = 500
+        started = time.perf_counter()
 
         async def watched(message: Message) -> None:
             nonlocal status
@@ -150,7 +153,16 @@ class LogRequests:
             state = scope.get("state") or {}
             who: Principal | None = state.get("principal") or await self._who(scope)
             note = str(state.get("audit_note", ""))[:200]
+            seconds = time.perf_counter() - started
+            # The route's template, not the path: one series per operation, not per id.
+            route = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.requests.labels(scope["method"], str(status)).inc()
+            self.metrics.request_seconds.labels(scope["method"], route, str(status)).observe(seconds)
+            access.info(
+                "request", method=scope["method"], path=scope["path"], route=route, status=status,
+                ms=round(seconds * 1000, 1), tenant=who.tenant_id if who else None, key=who.key_id if who else None,
+                **({"note": note} if note else {}),
+            )
             self.requests.add(RequestRecord(
                 time=time.time(), tenant_id=who.tenant_id if who else None, key_id=who.key_id if who else None,
                 method=scope["method"], path=scope["path"][:2048], status=status, note=note,
@@ -165,5 +177,5 @@ class LogRequests:
             return None
         try:
             return await self.keys.check(header.decode("latin-1"))
-        except Unauthorized:
+        except (Unauthorized, DBAPIError):  # a store that is away was answered 503 already
             return None

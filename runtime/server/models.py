@@ -3,6 +3,7 @@ is validated into (or rendered from) one of these, and the OpenAPI document is m
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,7 @@ __all__ = [
     "ApprovalAnswerBody",
     "ApprovalInfo",
     "AuditEvent",
+    "AuditPage",
     "CallBody",
     "CreatedKey",
     "ExecBody",
@@ -22,7 +24,9 @@ __all__ = [
     "ForkBody",
     "KeyBody",
     "KeyInfo",
+    "PROBLEM_TYPE",
     "Problem",
+    "problem_body",
     "Quotas",
     "RequestRecord",
     "SessionBody",
@@ -47,10 +51,26 @@ class _Body(BaseModel):
 
 
 class Problem(BaseModel):
-    """Every error answer: what went wrong, in a sentence that says what to do."""
+    """Every error answer, an RFC 9457 problem (``application/problem+json``): what went wrong,
+    in a sentence that says what to do, and ``error``, a stable code for programs."""
 
-    error: str
+    type: str = "about:blank"
+    title: str = ""
+    status: int = 500
     detail: str
+    error: str
+    errors: list[dict[str, Any]] | None = Field(None, description="for 422: each invalid part of the request")
+
+
+PROBLEM_TYPE = "application/problem+json"
+
+
+def problem_body(status: int, error: str, detail: str, errors: list[dict[str, Any]] | None = None) -> bytes:
+    """A problem document's bytes: ``title`` is the status's phrase (``type`` stays
+    ``about:blank``, so the title is the status's own, as RFC 9457 asks)."""
+    return Problem(title=HTTPStatus(status).phrase, status=status, detail=detail, error=error, errors=errors).model_dump_json(
+        exclude_none=True
+    ).encode()
 
 
 class Quotas(_Body):
@@ -182,6 +202,13 @@ class ApprovalInfo(BaseModel):
     approver: str | None = None
     created: float
     answered: float | None = None
+
+
+class AuditPage(BaseModel):
+    """A page of audit events; ``next_cursor`` (absent on the last page) asks for the next."""
+
+    items: list[AuditEvent]
+    next_cursor: str | None = None
 
 
 class RequestRecord(BaseModel):

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends
 
-from caisson.server.deps import Ctx, Principal, Tenant, principal
+from caisson.server.deps import Ctx, Principal, Tenant, Viewed, principal
 from caisson.server.models import ApprovalAnswerBody, ApprovalInfo
 
 router = APIRouter(tags=["approvals"])
@@ -14,9 +14,10 @@ router = APIRouter(tags=["approvals"])
 
 @router.get("/approvals")
 async def list_approvals(
-    who: Tenant, ctx: Ctx, state: Literal["pending", "allow_once", "allow_session", "deny", "expired"] | None = "pending"
+    whose: Viewed, ctx: Ctx, state: Literal["pending", "allow_once", "allow_session", "deny", "expired"] | None = "pending"
 ) -> list[ApprovalInfo]:
-    return await ctx.store.list_approvals(who.id, state)
+    """The tenant's approvals in ``state`` (an admin key: every tenant's, or ``tenant_id``'s)."""
+    return await ctx.store.list_approvals(whose, state)
 
 
 @router.get("/approvals/{approval_id}")

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from caisson.client import archive
 from caisson.client.models import TaskInfo
-from caisson.errors import CaissonError, OpError
+from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from caisson.logs import get_logger
 from caisson.server.deps import Ctx, LiveSession
 from caisson.server.models import (
@@ -29,6 +29,7 @@ from caisson.server.models import (
 from caisson.server.streams import sse_task_events
 
 router = APIRouter(tags=["calls"])
+SESSION_ENDED = frozenset({SessionError.code, DaemonDied.code, DaemonProtocolError.code})
 log = get_logger("caisson.server")
 
 # The server holds a file read whole in memory before answering.
@@ -44,6 +45,10 @@ async def call(live: LiveSession, body: CallBody, ctx: Ctx) -> ToolResult:
     started = time.perf_counter()
     result = await live.session.call(body.tool, body.args)
     ctx.metrics.call(result, time.perf_counter() - started)
+    # Write-ahead: no answer leaves before the call's audit event is in the store.
+    await ctx.audit.durable(result.call_id)
+    if result.error is not None and result.error.code in SESSION_ENDED:
+        raise SessionError(result.error.message)  # 410: the session is gone, not the call refused
     return result
 
 

@@ -3,12 +3,13 @@ the session's tool schemas."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Depends, status
 
-from caisson.server.deps import Ctx, LiveSession, Tenant
+from caisson.server.deps import Ctx, LiveSession, Principal, Tenant, Viewed, principal, tenant
 from caisson.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
+from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["sessions"])
 
@@ -22,8 +23,9 @@ async def create_session(body: SessionBody, who: Tenant, ctx: Ctx) -> SessionInf
 
 
 @router.get("/sessions")
-async def list_sessions(who: Tenant, ctx: Ctx, state: Literal["open", "closed"] | None = "open") -> list[SessionInfo]:
-    return await ctx.store.list_sessions(who.id, state)
+async def list_sessions(whose: Viewed, ctx: Ctx, state: Literal["open", "closed"] | None = "open") -> list[SessionInfo]:
+    """The tenant's sessions (an admin key: every tenant's, or ``tenant_id``'s)."""
+    return await ctx.store.list_sessions(whose, state)
 
 
 @router.get("/sessions/{session_id}")
@@ -32,8 +34,16 @@ async def get_session(session_id: str, who: Tenant, ctx: Ctx) -> SessionInfo:
 
 
 @router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_session(session_id: str, who: Tenant, ctx: Ctx) -> None:
-    await ctx.tenancy.close(await ctx.tenancy.locate(who.id, session_id))
+async def delete_session(session_id: str, who: Annotated[Principal, Depends(principal)], ctx: Ctx) -> None:
+    """Close the session: a tenant key one of its own, an admin key any tenant's."""
+    if who.scope == "admin":
+        owner = await ctx.store.session(session_id)
+        if owner is None:
+            raise NotFound("session", session_id)
+        tenant_id = owner.tenant_id
+    else:
+        tenant_id = (await tenant(who, ctx)).id
+    await ctx.tenancy.close(await ctx.tenancy.locate(tenant_id, session_id))
 
 
 @router.get("/sessions/{session_id}/tools")

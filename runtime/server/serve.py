@@ -4,9 +4,13 @@ opened is closed when it stops."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from types import FrameType
 
 import anyio
 import uvicorn
@@ -19,6 +23,7 @@ from caisson.runtime import Runtime
 from caisson.server import auth
 from caisson.server.app import create_app
 from caisson.server.approvals import Approvals
+from caisson.server.audit_writer import DurableAudit
 from caisson.server.deps import ServerContext
 from caisson.server.mcp_remote import RemoteMcp
 from caisson.server.metrics import Metrics
@@ -39,6 +44,7 @@ SWEEP_EVERY = 30.0
 # sessions it held are marked closed by whichever replica notices first.
 BEAT_EVERY = 10.0
 SILENT_AFTER = 60.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Hosted:
@@ -68,7 +74,6 @@ class Hosted:
             server = f"{rt.config.owner}/{secrets.token_hex(4)}"
             tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
             try:
-                await self._close_sessions_of_gone(store)
                 await store.beat(server)
                 if self.settings.new_admin_key or not await store.has_admin_key():
                     label = "asked for at start" if self.settings.new_admin_key else "made at first start"
@@ -77,7 +82,10 @@ class Hosted:
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
                     metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
+                    audit=DurableAudit(store),
                 )
+                rt.audit.tee = ctx.audit.add
+                await self._take_over(ctx)
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)
                     async with mcp.run():
@@ -86,34 +94,48 @@ class Hosted:
                     await self._serve(create_app(ctx, self.settings), ctx, on_ready)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await tenancy.close_all()
-                    await store.leave(server)
+                    if self.settings.on_stop == "hand-over":
+                        await tenancy.hand_over(self.settings.hand_over_for)
+                        await store.hand_over(server)
+                    else:
+                        await tenancy.close_all()
+                        await store.leave(server)
                     store.close()
 
     @staticmethod
-    async def _close_sessions_of_gone(store: Store) -> None:
-        if stale := await store.close_sessions_of_gone(_replica_alive, time.time() - SILENT_AFTER):
-            log.info("sessions of replicas that are gone marked closed", sessions=stale)
+    async def _take_over(ctx: ServerContext) -> None:
+        """Sessions of replicas that are gone (this one's previous process, one killed) live
+        on here if their containers do; the others are closed."""
+        tenancy = ctx.tenancy
+        orphans = await ctx.store.take_over_from_gone(_replica_alive, time.time() - SILENT_AFTER, tenancy.server, tenancy.url)
+        if not orphans:
+            return
+        kept = 0
+        for info, config in orphans:
+            kept += await tenancy.take_over(info, config, ctx.approvals.handler(info.tenant_id))
+        log.info("sessions of replicas that are gone taken over", kept=kept, closed=len(orphans) - kept)
 
     @classmethod
-    async def _beat(cls, tenancy: Tenancy, store: Store) -> None:
-        if not await store.beat(tenancy.server):
-            # Silent too long (cut off from the database): the others have marked this
-            # replica's sessions closed and given their seats away, so they end here too.
-            log.warning("this replica was taken for gone; closing its sessions")
-            await tenancy.close_all()
-        await cls._close_sessions_of_gone(store)
+    async def _beat(cls, ctx: ServerContext) -> None:
+        if not await ctx.store.beat(ctx.tenancy.server):
+            # Silent too long (cut off from the database): the others have taken over or
+            # closed this replica's sessions and given their seats away, so they end here.
+            log.warning("this replica was taken for gone; letting its sessions go")
+            await ctx.tenancy.let_go()
+        await cls._take_over(ctx)
 
     async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
-        server = self._server = uvicorn.Server(uvicorn.Config(
+        server = self._server = _Server(uvicorn.Config(
             app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
-            ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=5,
+            ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=s.drain,
         ))
         async with anyio.create_task_group() as tg:
             tg.start_soon(ctx.requests.run)
+            tg.start_soon(ctx.audit.run)
             tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
-            tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx.tenancy, ctx.store), "the replica's heartbeat")
+            tg.start_soon(_every, 1.0, ctx.tenancy.watch_deaths, "watching the engine's events")
+            tg.start_soon(_every, BEAT_EVERY, lambda: self._beat(ctx), "the replica's heartbeat")
 
             async def announce() -> None:
                 while not server.started:
@@ -124,6 +146,7 @@ class Hosted:
                 scheme = "https" if s.ssl_certfile else "http"
                 self.url = f"{scheme}://{host if ':' not in host else f'[{host}]'}:{port}"
                 ctx.tenancy.url = s.public_url or self.url
+                await ctx.store.set_home_url(ctx.tenancy.server, ctx.tenancy.url)
                 log.info("serving", url=self.url)
                 if on_ready is not None:
                     on_ready(self)
@@ -131,6 +154,30 @@ class Hosted:
             tg.start_soon(announce)
             await server.serve()
             tg.cancel_scope.cancel()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, but a stop signal only starts the drain: uvicorn re-raises the
+    signal it caught once it has shut down, which killed the process (exit 143 on SIGTERM)
+    before the sessions were closed and the store told."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self, sig: int, _frame: FrameType | None) -> None:
+        # A second signal: stop waiting for the calls still running.
+        self.force_exit = self.should_exit
+        self.should_exit = True
+        log.info("stopping", signal=signal.Signals(sig).name, draining=not self.force_exit)
 
 
 def _replica_alive(name: str) -> bool:

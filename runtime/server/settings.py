@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -21,6 +23,13 @@ class ServeSettings(BaseModel):
     egress_hosts: dict[str, str] = Field(
         default_factory=dict, description="host name -> address for sessions' egress (RuntimeConfig.egress_hosts)"
     )
+    drain: int = Field(
+        30, ge=0, description="seconds a stop (SIGTERM, SIGINT) waits for calls in flight before cancelling them"
+    )
+    on_stop: Literal["close", "hand-over"] = Field(
+        "close", description="at a stop, close the sessions, or leave them running for a restart or another replica"
+    )
+    hand_over_for: float = Field(300.0, gt=0, description="seconds a handed-over session waits to be taken over")
     approval_timeout: float = Field(300.0, gt=0, description="seconds a dangerous call waits for an answer")
     request_log_days: float = Field(30.0, gt=0, description="days the request log keeps a request")
     new_admin_key: bool = Field(False, description="make (and print) another admin key at start, for a lost one")

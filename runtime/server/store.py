@@ -17,6 +17,7 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from caisson.audit import AuditEvent
 from caisson.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ sessions = sa.Table(
     # The replica that holds the session's container and channel, and where it answers.
     sa.Column("server", sa.String(300), nullable=True),
     sa.Column("server_url", sa.String(300), nullable=True),
+    # The session's configuration, so a replica that takes it over re-attaches it as it was.
+    sa.Column("config", sa.Text, nullable=True),
 )
 # Each replica's last sign of life: a replica on another host that stops beating is gone.
 replicas = sa.Table(
@@ -82,6 +85,29 @@ approvals = sa.Table(
     sa.Column("approver", sa.String(64), nullable=True),
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("answered", sa.Float, nullable=True),
+)
+# Tool-call events of every replica: the audit is the control plane's, not one process's.
+audit_events = sa.Table(
+    "caisson_audit", meta,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("tenant", sa.String(64), nullable=False),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("call_id", sa.String(64), nullable=False, index=True),
+    sa.Column("tool", sa.String(64), nullable=False),
+    sa.Column("tool_alias", sa.String(64), nullable=True),
+    sa.Column("level", sa.String(16), nullable=False),
+    sa.Column("decision", sa.String(16), nullable=False),
+    sa.Column("rule", sa.Text, nullable=True),
+    sa.Column("approver", sa.String(200), nullable=True),
+    sa.Column("args_sha256", sa.String(64), nullable=False),
+    sa.Column("preview", sa.Text, nullable=False),
+    sa.Column("duration_ms", sa.Float, nullable=False),
+    sa.Column("outcome", sa.String(64), nullable=False),
+    sa.Column("bytes_in", sa.BigInteger, nullable=False),
+    sa.Column("bytes_out", sa.BigInteger, nullable=False),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Index("caisson_audit_tenant_id", "tenant", "id"),
 )
 requests_log = sa.Table(
     "caisson_requests", meta,
@@ -128,6 +154,9 @@ class Store:
                 return fn(conn)
 
         return await anyio.to_thread.run_sync(work)
+
+    async def ping(self) -> None:
+        await self._run(lambda c: c.execute(sa.text("SELECT 1")))
 
     # ---- tenants and keys ---------------------------------------------------------------
 
@@ -209,9 +238,11 @@ class Store:
 
         return await self._run(work)
 
-    async def fill_seat(self, seat: str, info: SessionInfo, server: str, server_url: str | None) -> None:
+    async def fill_seat(
+        self, seat: str, info: SessionInfo, server: str, server_url: str | None, config: str | None = None
+    ) -> None:
         """The session that opened in a reserved seat takes its place."""
-        values = {**info.model_dump(), "server": server, "server_url": server_url}
+        values = {**info.model_dump(), "server": server, "server_url": server_url, "config": config}
 
         def work(c: Connection) -> None:
             c.execute(sessions.delete().where(sessions.c.id == seat))
@@ -246,27 +277,53 @@ class Store:
         """``server`` stopped cleanly (its sessions are closed already)."""
         await self._run(lambda c: c.execute(replicas.delete().where(replicas.c.name == server)))
 
-    async def close_sessions_of_gone(self, alive: Callable[[str], bool], silent_since: float) -> int:
-        """Sessions whose replica is gone are gone with it (and its reserved seats are free
-        again); other replicas' stay. A replica is gone when ``alive`` says so, or when its last
-        beat is older than ``silent_since``."""
-        def work(c: Connection) -> int:
+    async def hand_over(self, server: str) -> None:
+        """``server`` stopped and left its sessions running: it is gone for every replica at
+        once, so the first to look takes them over."""
+        await self._run(lambda c: c.execute(replicas.update().where(replicas.c.name == server).values(seen=0.0)))
+
+    async def take_over_from_gone(
+        self, alive: Callable[[str], bool], silent_since: float, server: str, server_url: str | None
+    ) -> list[tuple[SessionInfo, str | None]]:
+        """The open sessions of replicas that are gone become ``server``'s, to re-attach (with
+        their configuration); their seats still starting are freed and their pending approvals
+        expired (the calls waiting for them ended with their process). A replica is gone when
+        ``alive`` says so, or when its last beat is older than ``silent_since``. One
+        transaction: two replicas looking at once do not both take a session."""
+        def work(c: Connection) -> list[tuple[SessionInfo, str | None]]:
             seen = {name: when for name, when in c.execute(sa.select(replicas.c.name, replicas.c.seen))}
             servers = c.execute(sa.select(sessions.c.server).where(sessions.c.state.in_(HELD)).distinct()).scalars()
             gone = [
-                server for server in servers
-                if server is None or not alive(server) or seen.get(server, silent_since) < silent_since
+                other for other in servers
+                if other != server and (other is None or not alive(other) or seen.get(other, silent_since) < silent_since)
             ]
             if not gone:
-                return 0
+                return []
             named = [g for g in gone if g is not None]
             c.execute(replicas.delete().where(replicas.c.name.in_(named)))
-            condition = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
-            c.execute(sessions.delete().where(sessions.c.state == "starting", condition))
-            stmt = sessions.update().where(sessions.c.state == "open", condition).values(state="closed", closed=time.time())
-            return int(c.execute(stmt).rowcount)
+            theirs = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
+            c.execute(sessions.delete().where(sessions.c.state == "starting", theirs))
+            c.execute(approvals.update().where(
+                approvals.c.state == "pending",
+                approvals.c.session_id.in_(sa.select(sessions.c.id).where(sessions.c.state == "open", theirs)),
+            ).values(
+                state="expired", answered=time.time(),
+                message="the server holding the waiting call stopped before an answer; the call did not run",
+            ))
+            rows = c.execute(sessions.select().where(sessions.c.state == "open", theirs)).mappings().all()
+            c.execute(sessions.update().where(sessions.c.state == "open", theirs).values(server=server, server_url=server_url))
+            return [
+                (SessionInfo.model_validate({k: v for k, v in r.items() if k not in ("server", "server_url", "config")}),
+                 r["config"])
+                for r in rows
+            ]
 
         return await self._run(work)
+
+    async def set_home_url(self, server: str, server_url: str) -> None:
+        """Where ``server``'s sessions are reached, once it listens."""
+        stmt = sessions.update().where(sessions.c.server == server, sessions.c.state == "open").values(server_url=server_url)
+        await self._run(lambda c: c.execute(stmt))
 
     async def session(self, session_id: str) -> SessionInfo | None:
         found = await self.session_and_home(session_id)
@@ -280,6 +337,7 @@ class Store:
             return None
         data = dict(row)
         server, url = data.pop("server"), data.pop("server_url")
+        data.pop("config")
         return SessionInfo.model_validate(data), server, url
 
     async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
@@ -289,7 +347,7 @@ class Store:
         if state is not None:
             stmt = stmt.where(sessions.c.state == state)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [SessionInfo.model_validate(dict(r)) for r in rows]
+        return [SessionInfo.model_validate({k: v for k, v in r.items() if k != "config"}) for r in rows]
 
     async def add_snapshot(self, info: SnapshotInfo, ref: str) -> None:
         await self._run(lambda c: c.execute(snapshots.insert().values(**info.model_dump(), ref=ref)))
@@ -327,12 +385,44 @@ class Store:
         row = await self._run(lambda c: c.execute(stmt).mappings().first())
         return _approval(row) if row else None
 
-    async def list_approvals(self, tenant_id: str, state: str | None = "pending") -> list[ApprovalInfo]:
-        stmt = approvals.select().where(approvals.c.tenant_id == tenant_id).order_by(approvals.c.created)
+    async def list_approvals(self, tenant_id: str | None, state: str | None = "pending") -> list[ApprovalInfo]:
+        """The tenant's approvals (every tenant's for None)."""
+        stmt = approvals.select().order_by(approvals.c.created)
+        if tenant_id is not None:
+            stmt = stmt.where(approvals.c.tenant_id == tenant_id)
         if state is not None:
             stmt = stmt.where(approvals.c.state == state)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
         return [_approval(r) for r in rows]
+
+    # ---- audit ----------------------------------------------------------------------------
+
+    async def add_audit(self, events: list[AuditEvent]) -> None:
+        """Events committed in one transaction (a batch of concurrent calls')."""
+        rows = [{**e.model_dump(), "time": e.time.timestamp()} for e in events]
+        await self._run(lambda c: c.execute(audit_events.insert(), rows))
+
+    async def audit(
+        self, tenant_id: str | None, *, session_id: str | None = None, tool: str | None = None,
+        decision: str | None = None, call_id: str | None = None, since: float | None = None,
+        after: int | None = None, newest_first: bool = False, limit: int = 100,
+    ) -> list[tuple[int, AuditEvent]]:
+        """Events with their ids, in id order (newest first if asked), past the ``after`` id
+        in that order; every given filter applies (``tool``: canonical or profile name)."""
+        c = audit_events.c
+        stmt = audit_events.select().limit(limit)
+        for column, value in ((c.tenant, tenant_id), (c.session_id, session_id), (c.decision, decision), (c.call_id, call_id)):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if tool is not None:
+            stmt = stmt.where(sa.or_(c.tool == tool, c.tool_alias == tool))
+        if since is not None:
+            stmt = stmt.where(c.time >= since)
+        if after is not None:
+            stmt = stmt.where(c.id < after if newest_first else c.id > after)
+        stmt = stmt.order_by(c.id.desc() if newest_first else c.id)
+        rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
+        return [(r["id"], AuditEvent.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
 
     # ---- request log --------------------------------------------------------------------
 
@@ -344,10 +434,11 @@ class Store:
         stmt = requests_log.delete().where(requests_log.c.time < before)
         return int(await self._run(lambda c: c.execute(stmt).rowcount))
 
-    async def requests(self, tenant_id: str, limit: int = 100) -> list[RequestRecord]:
-        stmt = (
-            requests_log.select().where(requests_log.c.tenant_id == tenant_id).order_by(requests_log.c.id.desc()).limit(limit)
-        )
+    async def requests(self, tenant_id: str | None, limit: int = 100) -> list[RequestRecord]:
+        """The tenant's latest requests, oldest first (every caller's for None)."""
+        stmt = requests_log.select().order_by(requests_log.c.id.desc()).limit(limit)
+        if tenant_id is not None:
+            stmt = stmt.where(requests_log.c.tenant_id == tenant_id)
         rows = await self._run(lambda c: c.execute(stmt).mappings().all())
         return [RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"}) for r in reversed(rows)]
 

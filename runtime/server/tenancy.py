@@ -26,6 +26,7 @@ from caisson.session import Session
 log = get_logger("caisson.server")
 
 TENANT_CACHE_SECONDS = 5.0
+MAX_ENDED_KEPT = 10_000
 
 
 class NotFound(Exception):
@@ -44,6 +45,13 @@ class Elsewhere(Exception):
         where = f"the replica at {url}" if url else "another replica"
         super().__init__(f"session {session_id!r} is served by {where}: send its requests there")
         self.url = url
+
+
+class Gone(Exception):
+    """A session this replica saw end by itself (its container died, TTL, idle timeout): 410."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} ended: {reason}; open a new one")
 
 
 class NotAllowed(Exception):
@@ -79,6 +87,8 @@ class Tenancy:
         self._tenants: dict[str, tuple[float, TenantInfo]] = {}
         # Egress of the tenants' closed sessions, so the metrics' counters never go down.
         self._egress_closed: dict[str, EgressStats] = {}
+        # Sessions that ended by themselves here, recent first out: (tenant, why) for a 410.
+        self._ended: dict[str, tuple[str, str]] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -107,6 +117,9 @@ class Tenancy:
         the store raises Elsewhere (so the client can go there), anything else NotFound."""
         if session_id in self._live:
             return self.live(tenant_id, session_id)
+        ended = self._ended.get(session_id)
+        if ended is not None and ended[0] == tenant_id:
+            raise Gone(session_id, ended[1])
         found = await self._store.session_and_home(session_id)
         if found is None:
             raise NotFound("session", session_id)
@@ -195,7 +208,7 @@ class Tenancy:
                 live = Live(session=session, info=info)
                 self._live[session.id] = live
                 opened.append(live)
-                await self._store.fill_seat(seat, info, self.server, self.url)
+                await self._store.fill_seat(seat, info, self.server, self.url, config.model_dump_json())
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for live in opened:
@@ -205,6 +218,22 @@ class Tenancy:
         log.info("sessions opened", tenant=tenant.id, sessions=[o.info.id for o in opened])
         return opened
 
+    async def take_over(self, info: SessionInfo, config: str | None, approvals: ApprovalHandler) -> bool:
+        """Re-attach a session a gone replica held (its container may outlive it, with its
+        background tasks and their output); one whose container is gone is closed. Whether
+        it lives on here."""
+        try:
+            session = await self._rt.reattach(
+                info.id, SessionConfig.model_validate_json(config) if config else None,
+                tenant=info.tenant_id, policy=self._policy, approval_handler=approvals,
+            )
+        except CaissonError as exc:
+            log.info("a session of a gone replica did not outlive it", session=info.id, error=str(exc))
+            await self._store.close_session(info.id)
+            return False
+        self._live[info.id] = Live(session=session, info=info)
+        return True
+
     async def close(self, live: Live) -> None:
         self._live.pop(live.info.id, None)
         with anyio.CancelScope(shield=True):
@@ -213,9 +242,29 @@ class Tenancy:
                 _add_egress(self._egress_closed.setdefault(live.info.tenant_id, EgressStats()), live.session.egress_stats)
             await self._store.close_session(live.info.id)
 
-    async def close_all(self) -> None:
+    async def let_go(self) -> None:
+        """This replica was taken for gone: a session another replica took over is its now
+        (left running), the others end."""
         for live in list(self._live.values()):
-            await self.close(live)
+            found = await self._store.session_and_home(live.info.id)
+            if found is not None and found[0].state == "open" and found[1] != self.server:
+                self._live.pop(live.info.id, None)
+                await live.session.detach()
+            else:
+                await self.close(live)
+
+    async def hand_over(self, keep_for: float) -> None:
+        """Leave every session running, still open in the registry, for ``keep_for`` seconds:
+        the next replica to start or beat takes them over."""
+        async with anyio.create_task_group() as tg:
+            for live in list(self._live.values()):
+                self._live.pop(live.info.id, None)
+                tg.start_soon(live.session.detach, keep_for)
+
+    async def close_all(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for live in list(self._live.values()):
+                tg.start_soon(self.close, live)
 
     async def snapshot(self, live: Live) -> SnapshotInfo:
         ref = await self._rt.snapshot(live.session)
@@ -228,7 +277,8 @@ class Tenancy:
     async def sweep(self) -> None:
         """Close sessions whose container is gone (TTL, idle timeout, killed). The engine is
         asked, not the daemons: a ping would count as activity and keep idle sessions alive."""
-        running = {row.session_id for row in await self._rt.backend.list_sandboxes() if row.state == "running"}
+        # Paused is alive: a snapshot pauses the container while the engine commits it.
+        running = {row.session_id for row in await self._rt.backend.list_sandboxes() if row.state in ("running", "paused")}
         for live in list(self._live.values()):
             if live.info.id not in running and live.info.id in self._live:
                 await self.dead(live, SessionError("its container is no longer running"))
@@ -236,7 +286,20 @@ class Tenancy:
     async def dead(self, live: Live, error: CaissonError) -> None:
         """A session whose container is gone (TTL, idle timeout, killed) leaves the registry."""
         log.warning("session ended", session=live.info.id, error=str(error))
+        self._ended[live.info.id] = (live.info.tenant_id, str(error))
+        if len(self._ended) > MAX_ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
         await self.close(live)
+
+    async def watch_deaths(self) -> None:
+        """The engine's event stream: a session whose container dies leaves at once (its calls
+        answer 410, its seat is free), not at the next sweep."""
+        async def died(session_id: str, why: str) -> None:
+            live = self._live.get(session_id)
+            if live is not None:
+                await self.dead(live, SessionError(why))
+
+        await self._rt.backend.watch_deaths(died)
 
 
 def _add_egress(total: EgressStats, more: EgressStats) -> None:

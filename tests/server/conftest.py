@@ -5,7 +5,9 @@ fails these tests, never skips them."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import docker
@@ -34,15 +36,30 @@ def sandbox_image(docker_engine: docker.DockerClient) -> str:
     return build_image(docker_engine)
 
 
-@pytest.fixture(scope="session")
-def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
+@contextmanager
+def running_postgres(engine: docker.DockerClient) -> Iterator[tuple[DockerContainer, str]]:
+    """A PostgreSQL server of its own and its URL; stop and start its container to cut the
+    database off and bring it back (same port)."""
     ready = LogMessageWaitStrategy("database system is ready to accept connections").with_startup_timeout(90)
-    container = DockerContainer(postgres_image(docker_engine)).with_exposed_ports(5432).waiting_for(ready)
+    # The host's network on a free loopback port: the engine's bridge may be missing.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = f"/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/data -c fsync=off -p {port} -c listen_addresses=127.0.0.1"
+    container = (
+        DockerContainer(postgres_image(engine)).with_kwargs(network_mode="host").with_command(command).waiting_for(ready)
+    )
     container.start()
     try:
-        yield f"postgresql://caisson@{container.get_container_host_ip()}:{container.get_exposed_port(5432)}/postgres"
+        yield container, f"postgresql://caisson@127.0.0.1:{port}/postgres"
     finally:
         container.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(docker_engine: docker.DockerClient) -> Iterator[str]:
+    with running_postgres(docker_engine) as (_, url):
+        yield url
 
 
 def start_server(tmp: Path, image: str, db: str | None = None, **settings: object) -> ServerThread:

@@ -65,3 +65,59 @@ def test_approve_from_the_console(sqlite_api: Api, browser: webdriver.Chrome, tm
         wait.until(lambda d: "approved" in d.find_element(By.ID, "audit").text)
         assert c.get("/approvals", params={"state": "allow_once"}).json()[0]["approver"] == t.key_id
         c.delete(f"/sessions/{sid}")
+
+
+def test_an_operator_filters_pages_and_closes_from_the_console(sqlite_api: Api, browser: webdriver.Chrome) -> None:
+    """An admin key at the page: every tenant's sessions, then one tenant's (filter), the
+    audit of one session, 1,000 events paged 50 at a time (older, newer), and a session
+    closed with its Close button."""
+    a, b = sqlite_api.tenant("console-a", calls_per_minute=100_000), sqlite_api.tenant("console-b")
+    with a.client() as ca, b.client() as cb:
+        a_sids = [open_session(ca) for _ in range(3)]
+        b_sids = [open_session(cb) for _ in range(2)]
+        for n in range(1000):
+            sid = a_sids[n % 3]
+            assert ca.post(f"/v1/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": f"{n} + 1"}}).json()["ok"]
+        assert cb.post(f"/v1/sessions/{b_sids[0]}/calls", json={"tool": "calculate", "args": {"expression": "1"}}).json()["ok"]
+
+        browser.get(f"{sqlite_api.url}/console")
+        browser.find_element(By.ID, "key").send_keys(sqlite_api.admin_token)
+        browser.find_element(By.ID, "connect").click()
+        wait = WebDriverWait(browser, 30)
+
+        # Read in one script: the page redraws its tables every second.
+        def shown(table: str, attribute: str = "session") -> list[str]:
+            found: list[str] = browser.execute_script(
+                f"return [...document.querySelectorAll('#{table} tbody tr')].map(r => r.dataset.{attribute} || '')"
+            )
+            return found
+
+        def text(table: str) -> str:
+            found: str = browser.execute_script(f"return document.querySelector('#{table} tbody').textContent")
+            return found
+
+        wait.until(lambda d: set(a_sids + b_sids) <= set(shown("sessions")))
+        browser.find_element(By.ID, "f-tenant").send_keys(b.tenant_id)
+        browser.find_element(By.ID, "apply").click()
+        wait.until(lambda d: set(shown("sessions")) == set(b_sids))
+        wait.until(lambda d: shown("audit", "tenant") == [b.tenant_id])
+
+        browser.find_element(By.ID, "f-tenant").clear()
+        browser.find_element(By.ID, "f-session").send_keys(a_sids[1])
+        browser.find_element(By.ID, "apply").click()
+        wait.until(lambda d: len(shown("audit")) == 50 and set(shown("audit")) == {a_sids[1]})
+        first_page = text("audit")
+        browser.find_element(By.ID, "older").click()
+        wait.until(lambda d: text("audit") != first_page and len(shown("audit")) == 50)
+        assert set(shown("audit")) == {a_sids[1]}
+        browser.find_element(By.ID, "newer").click()
+        wait.until(lambda d: text("audit") == first_page)
+
+        browser.execute_script(f"document.querySelector('button[data-close=\"{b_sids[1]}\"]').click()")
+        browser.switch_to.alert.accept()
+        wait.until(lambda d: b_sids[1] not in shown("sessions"))
+        assert cb.get(f"/v1/sessions/{b_sids[1]}").json()["state"] == "closed"
+        print("console as admin: 5 sessions of 2 tenants, filtered by tenant and session, 1,000 events paged, 1 closed")
+        for sid in a_sids:
+            ca.delete(f"/v1/sessions/{sid}")
+        cb.delete(f"/v1/sessions/{b_sids[0]}")

@@ -15,3 +15,4 @@ async def test_hosted_bench_group_runs_clean(sandbox_image: str) -> None:
     print(report)
     assert report["errors"] == 0 and report["call"]["n"] == 80
     assert report["call"]["p50_ms"] > 0 and report["calls_per_second"] > 0
+    assert report["cpu_per_call_ms"]["server"] > 0 and report["cpu_per_call_ms"]["library_in_process"] > 0

@@ -61,7 +61,7 @@ def test_other_tenants_ids_answer_404(api: Api) -> None:
         assert ca.get(f"/sessions/{sid}/files", params={"path": "p"}).status_code == 404
         assert {s["id"] for s in cb.get("/sessions").json()} == {own}
         assert cb.get("/snapshots").json() == [] and cb.get("/approvals").json() == []
-        assert all(e["tenant"] == b.tenant_id for e in cb.get("/audit").json())
+        assert all(e["tenant"] == b.tenant_id for e in cb.get("/audit").json()["items"])
 
         # B's attempts are in the request log, flagged; A's log has none of them.
         noted = [r for r in cb.get("/audit/requests", params={"limit": 1000}).json() if r["note"].startswith("cross-tenant")]
