@@ -6,7 +6,7 @@ import os
 import socket
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
 # agent owns, dropping to the agent user, and signalling the agent's processes.
@@ -106,6 +106,14 @@ class RuntimeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pool: PoolConfig | None = Field(None, description="keep started containers ready; none by default")
+
+    @field_validator("pool", mode="before")
+    @classmethod
+    def _pool_size(cls, value: object) -> object:
+        """``pool=4`` means ``PoolConfig(size=4)`` (default sessions); ``pool=0``, no pool."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return PoolConfig(size=value) if value else None
+        return value
 
     docker_host: str | None = Field(None, description="default: DOCKER_HOST or the local socket")
     owner: str = Field(default_factory=default_owner)
