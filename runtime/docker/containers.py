@@ -71,10 +71,10 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
         return client
     except (docker.errors.DockerException, OSError) as exc:
         raise DockerUnavailable(
-            f"Docker is not reachable at {url}: start a Docker engine (installed: `sudo systemctl start docker` "
-            f"or `sudo dockerd &`; not installed: `sudo apt-get install docker.io`, or your system's Docker "
-            f"package), or set DOCKER_HOST to a reachable one; in a checkout of caisson, `scripts/setup.sh` "
-            f"does all of it. `caisson doctor` checks the result. ({exc})"
+            f"Docker is not reachable at {url}: start it with `sudo systemctl start docker` or `sudo dockerd &` "
+            f"(install it first if missing: `sudo apt-get install docker.io`, or your system's Docker package), "
+            f"or set DOCKER_HOST to a reachable engine; in a checkout of caisson, `scripts/setup.sh` does all of "
+            f"it. `caisson doctor` checks the result. ({exc})"
         ) from None
 
 
