@@ -60,18 +60,23 @@ async def test_remote_copy_in_takes_a_binary_file_object(served: Api, tmp_path: 
         await copies_file_objects(s, tmp_path)
 
 
-async def test_runtime_pool_given_as_a_size(tmp_path: Path) -> None:
+async def test_runtime_pool_given_as_a_size(rt: Runtime, tmp_path: Path) -> None:
     assert RuntimeConfig(pool=3).pool == PoolConfig(size=3)
     assert RuntimeConfig(pool=0).pool is None
     with pytest.raises(ValidationError):
         Runtime(pool=-1)
     with pytest.raises(ValidationError):
         Runtime(pol=2)  # a misspelt setting is refused, not ignored
+    engine = rt
     async with Runtime(pool=2, state_dir=str(tmp_path)) as rt:
         assert rt.config.pool == PoolConfig(size=2)
         assert await rt.pool_ready(timeout=180)
         async with rt.session() as s:
             assert (await s.exec(["whoami"])).stdout == "agent\n"
+        assert await rt.pool_ready(timeout=180)
+        idle = rt.backend.pool_session_ids()
+    # Leaving the runtime removes the pool's idle containers (at once, on the fill threads).
+    assert len(idle) == 2 and not idle & {row.session_id for row in await engine.backend.list_sandboxes()}
 
 
 async def test_an_unreachable_engine_says_what_to_do_with_or_without_a_checkout(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from caisson import Runtime
 from caisson.backend import SandboxRow
-from caisson.integrations.inspect import FORCE_ENV, TENANT
+from caisson.integrations.inspect import FORCE_ENV, TENANT, CaissonSandboxEnvironment
 from caisson.integrations.leftovers import CleanupRefused, select
 
 pytestmark = pytest.mark.anyio
@@ -145,6 +145,18 @@ async def test_the_no_argument_form_leaves_other_users_sandboxes_alone(rt: Runti
         code, out = await inspect_cli("sandbox", "cleanup", "caisson", session_id)
     assert code == 0 and "removed" in out, out
     assert container not in await ids_on_engine(rt)
+
+
+async def test_samples_containers_are_gone_when_the_task_ends(rt: Runtime) -> None:
+    """sample_cleanup frees the sample's slot at once and removes its container after; by the
+    end of task_cleanup every one is gone."""
+    await CaissonSandboxEnvironment.task_init("gone", None)
+    samples = [await CaissonSandboxEnvironment.sample_init("gone", None, {}) for _ in range(3)]
+    containers = {envs["default"].as_type(CaissonSandboxEnvironment).session.container_id for envs in samples}
+    for envs in samples:
+        await CaissonSandboxEnvironment.sample_cleanup("gone", None, envs, False)
+    await CaissonSandboxEnvironment.task_cleanup("gone", None, True)
+    assert len(containers) == 3 and not containers & await ids_on_engine(rt)
 
 
 def test_ids_that_name_nothing_or_too_much_are_refused() -> None:
