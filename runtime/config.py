@@ -151,6 +151,14 @@ class RuntimeConfig(BaseModel):
 
     pool: PoolConfig | None = Field(None, description="keep started containers ready; none by default")
 
+    @field_validator("pool", mode="before")
+    @classmethod
+    def _pool_size(cls, value: object) -> object:
+        """``pool=4`` means ``PoolConfig(size=4)`` (default sessions); ``pool=0``, no pool."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return PoolConfig(size=value) if value else None
+        return value
+
     docker_host: str | None = Field(None, description="default: DOCKER_HOST or the local socket")
     owner: str = Field(default_factory=default_owner)
     gc_on_start: bool = True

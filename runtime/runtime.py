@@ -34,7 +34,8 @@ class Runtime:
 
     def __init__(self, config: RuntimeConfig | None = None, *, backend: Backend | None = None, **overrides: Any) -> None:
         """``backend``: the engine (default: Docker at ``config.docker_host``)."""
-        self.config = (config or RuntimeConfig()).model_copy(update=overrides)
+        # Validated with the overrides, so ``Runtime(pool=4)`` is read as RuntimeConfig(pool=4) is.
+        self.config = RuntimeConfig.model_validate({**(config or RuntimeConfig()).model_dump(), **overrides})
         if backend is None:
             from caisson.docker.backend import DockerBackend  # the engine's client loads only when used
 
@@ -99,7 +100,7 @@ class Runtime:
 
     async def snapshot(self, session: Session) -> str:
         """The session's file system as an image (processes are not kept); open sessions from it
-        with ``rt.session(image=ref)``. Snapshots this runtime made are removed when it closes."""
+        with ``rt.session(from_snapshot=ref)``. Snapshots this runtime made are removed when it closes."""
         self._require_open()
         ref = await self.backend.snapshot(session.container_id, session.id, self.config.owner, session.config.ttl)
         self._snapshots.append(ref)

@@ -9,7 +9,7 @@ a :class:`ToolContext` with just what they need.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import anyio
@@ -114,8 +114,9 @@ class Session(SandboxClient):
 
     # ---- bulk copy ------------------------------------------------------------------
 
-    async def copy_in(self, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None:
-        """Put a host file or directory (or a tar stream) into ``dest``, as the agent's files."""
+    async def copy_in(self, source: archive.CopySource, dest: str) -> None:
+        """Put a host file or directory (or tar bytes, a binary file object of a tar, or a tar
+        stream) into ``dest``, as the agent's files."""
         await archive.copy_in(self, source, dest)
 
     def copy_out(self, path: str) -> AsyncIterator[bytes]:

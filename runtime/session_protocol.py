@@ -8,9 +8,10 @@ Code written against ``SessionLike`` runs on either.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
+from caisson.client.archive import CopySource
 from caisson.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
 from caisson.tools.base import ToolResult
 
@@ -68,7 +69,7 @@ class SessionLike(Protocol):
 
     def tools(self, format: str = "json_schema") -> list[dict[str, Any]]: ...
 
-    async def copy_in(self, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None: ...
+    async def copy_in(self, source: CopySource, dest: str) -> None: ...
 
     def copy_out(self, path: str) -> AsyncIterator[bytes]: ...
 

@@ -99,3 +99,83 @@ async def bench_harness(rt: Runtime, s: Session, iterations: int) -> dict[str, A
     result["open_one"] = summarize(opens)
     result["fork_8"] = {"ms": round(fork8, 1), "target_ms": round(bound, 1), "met": fork8 <= bound}
     return result
+
+
+# An Inspect eval as the issue measures it: 20 samples, max_sandboxes at once, without and
+# with a warm pool of max_sandboxes. Each sample is three model turns (the mock model's latency
+# stood in by a sleep) each running one command, as an agent's sample does in short.
+EVAL_SAMPLES = 20
+MAX_SANDBOXES = 4
+MODEL_LATENCY = 1.0
+TURNS = 3
+
+
+def _inspect_eval(pool: int, log_dir: str) -> dict[str, Any]:
+    """One eval on its own event loop (Inspect runs one per eval); sample_init timed per sample."""
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.solver import Generate, TaskState, solver
+    from inspect_ai.util import (
+        SandboxEnvironment,
+        SandboxEnvironmentConfigType,
+        SandboxEnvironmentSpec,
+        sandbox,
+        sandboxenv,
+    )
+
+    from caisson.integrations.inspect import CaissonSandboxConfig, CaissonSandboxEnvironment
+
+    inits: list[float] = []
+
+    @sandboxenv(name="caisson-bench")
+    class Timed(CaissonSandboxEnvironment):
+        @classmethod
+        async def sample_init(
+            cls, task_name: str, config: SandboxEnvironmentConfigType | None, metadata: dict[str, str]
+        ) -> dict[str, SandboxEnvironment]:
+            started = time.perf_counter()
+            envs = await super().sample_init(task_name, config, metadata)
+            inits.append((time.perf_counter() - started) * 1000)
+            return envs
+
+    @solver
+    def turns():  # type: ignore[no-untyped-def]
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            for turn in range(TURNS):
+                await anyio.sleep(MODEL_LATENCY)
+                done = await sandbox().exec(["sh", "-c", f"echo {turn} >> /workspace/log && wc -l < /workspace/log"])
+                if done.stdout.strip() != str(turn + 1):
+                    raise AssertionError(done)
+            return state
+
+        return solve
+
+    task = Task(
+        dataset=[Sample(input=str(i)) for i in range(EVAL_SAMPLES)], solver=turns(),
+        sandbox=SandboxEnvironmentSpec("caisson-bench", CaissonSandboxConfig(pool=pool)),
+    )
+    started = time.perf_counter()
+    [log] = eval(task, model="mockllm/model", max_samples=MAX_SANDBOXES, max_sandboxes=MAX_SANDBOXES,
+                 display="none", log_dir=log_dir)
+    wall = time.perf_counter() - started
+    return {"status": log.status, "wall_s": round(wall, 2), "sample_init": summarize(inits) if inits else None}
+
+
+async def bench_inspect_eval() -> dict[str, Any]:
+    try:
+        import inspect_ai  # noqa: F401
+    except ImportError:
+        return {"skipped": "inspect_ai is not installed: pip install inspect_ai"}
+    result: dict[str, Any] = {
+        "samples": EVAL_SAMPLES, "max_sandboxes": MAX_SANDBOXES, "model_latency_s": MODEL_LATENCY, "turns": TURNS,
+    }
+    with tempfile.TemporaryDirectory() as logs:
+        result["without_pool"] = await anyio.to_thread.run_sync(_inspect_eval, 0, logs)
+        result["with_pool"] = await anyio.to_thread.run_sync(_inspect_eval, MAX_SANDBOXES, logs)
+    pooled, plain = result["with_pool"], result["without_pool"]
+    result["targets"] = {
+        "sample_init_p95_ms_with_pool": 100,
+        "p95_met": bool(pooled["sample_init"]) and pooled["sample_init"]["p95_ms"] <= 100,
+        "wall_lower_with_pool": pooled["wall_s"] < plain["wall_s"],
+    }
+    return result

@@ -12,7 +12,7 @@ from caisson.bench.baseline import docker_client
 from caisson.bench.density import bench_density
 from caisson.bench.egress import bench_egress
 from caisson.bench.file_tools import bench_file_tools
-from caisson.bench.harness import bench_harness
+from caisson.bench.harness import bench_harness, bench_inspect_eval
 from caisson.bench.hosted import bench_hosted
 from caisson.bench.pool import bench_pool
 from caisson.bench.shell import bench_bash
@@ -110,6 +110,9 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
             report["parallel"] = await bench_parallel(rt, sessions=50)
         if "harness" in groups:
             report["harness"] = await bench_harness(rt, s, iterations)
+    if "harness" in groups:
+        # Inspect's provider opens its own Runtime (with or without a pool): run with nothing else.
+        report["harness"]["inspect_eval"] = await bench_inspect_eval()
     if "pool" in groups:
         report["pool"] = await bench_pool(iterations)
     if "density" in groups:

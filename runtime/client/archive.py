@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeAlias
 
 import anyio
 
@@ -30,6 +30,19 @@ from caisson.errors import OpError
 PIECE = 1024 * 1024
 # Host-side spool of a tar built from a host path: in memory up to this, on disk beyond.
 SPOOL_IN_MEMORY = 8 * 1024 * 1024
+
+
+# What copy_in takes: a host path, tar bytes, a binary file object of a tar (read in pieces on
+# a thread), or an async iterable of tar bytes.
+CopySource: TypeAlias = "str | os.PathLike[str] | bytes | IO[bytes] | AsyncIterable[bytes]"
+
+
+def read_whole(fileobj: IO[bytes]) -> bytes:
+    """A binary file object's content; a text one (``open(path)`` without ``"rb"``) is refused."""
+    data = fileobj.read()
+    if not isinstance(data, bytes):
+        raise TypeError("copy_in takes a binary file object of a tar: open it with 'rb'")
+    return data
 
 
 def write_tar(path: Path, fileobj: IO[bytes]) -> None:
@@ -55,19 +68,25 @@ async def _tar_of(path: Path) -> AsyncIterator[bytes]:
             yield piece
 
 
-async def _pieces(source: AsyncIterable[bytes] | bytes) -> AsyncIterator[bytes]:
+async def _pieces(source: AsyncIterable[bytes] | bytes | IO[bytes]) -> AsyncIterator[bytes]:
     if isinstance(source, bytes):
         for start in range(0, len(source), PIECE):
             yield source[start : start + PIECE]
+        return
+    if not isinstance(source, AsyncIterable):
+        while piece := await anyio.to_thread.run_sync(source.read, PIECE):
+            if not isinstance(piece, bytes):
+                raise TypeError("copy_in takes a binary file object of a tar: open it with 'rb'")
+            yield piece
         return
     async for chunk in source:
         for start in range(0, len(chunk), PIECE):
             yield chunk[start : start + PIECE]
 
 
-async def copy_in(client: SandboxClient, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None:
-    """Extract ``source`` (a host path, tar bytes, or an async iterable of tar bytes) into the
-    container directory ``dest`` (made if missing), as the agent."""
+async def copy_in(client: SandboxClient, source: CopySource, dest: str) -> None:
+    """Extract ``source`` (a host path, tar bytes, a binary file object of a tar, or an async
+    iterable of tar bytes) into the container directory ``dest`` (made if missing), as the agent."""
     dest = client.resolve(dest)
     agent = client.confined(Confinement(user=client.config.agent_user))
     await agent.mkdir(dest)

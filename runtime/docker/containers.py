@@ -71,8 +71,10 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
         return client
     except (docker.errors.DockerException, OSError) as exc:
         raise DockerUnavailable(
-            f"Docker is not reachable at {url}: start it with `scripts/setup.sh` "
-            f"(installs docker.io and starts dockerd) or `sudo dockerd &`, or set DOCKER_HOST. ({exc})"
+            f"Docker is not reachable at {url}: start it with `sudo systemctl start docker` or `sudo dockerd &` "
+            f"(install it first if missing: `sudo apt-get install docker.io`, or your system's Docker package), "
+            f"or set DOCKER_HOST to a reachable engine; in a checkout of caisson, `scripts/setup.sh` does all of "
+            f"it. `caisson doctor` checks the result. ({exc})"
         ) from None
 
 
@@ -126,7 +128,7 @@ def quota_mechanism(client: docker.DockerClient) -> str | None:
         log.warning(
             "the engine cannot bound a session's disk: one session can fill it",
             driver=info.get("Driver"), filesystem=dict(info.get("DriverStatus") or []).get("Backing Filesystem"),
-            fix="run dockerd on a btrfs data-root with quotas or XFS with pquota (scripts/setup.sh does); see caisson doctor",
+            fix="run dockerd on a btrfs data-root with quotas or XFS with pquota (in a checkout of caisson, scripts/setup.sh does); see caisson doctor",
         )
     return mechanism
 

@@ -1,7 +1,8 @@
 """caisson as an Inspect AI sandbox: ``sandbox="caisson"`` or ``sandbox=("caisson", config)``.
 
 Registered through the ``inspect_ai`` entry point, so installing caisson next to Inspect is
-enough. One Runtime per process serves every task that uses the provider (with a warm pool
+enough. The config is a ``CaissonSandboxConfig``, or a YAML or JSON file of its fields
+(``--sandbox caisson:caisson.yaml``; a ``caisson.yaml`` beside the task is found by itself). One Runtime per process serves every task that uses the provider (with a warm pool
 when the config asks for one); each sample gets its own session. Commands run as the
 session's agent user unless ``user`` says otherwise, and file reads and writes are done with
 that user's permissions, as a shell in the sandbox would.
@@ -9,10 +10,17 @@ that user's permissions, as a shell in the sandbox would.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import shlex
+from pathlib import Path
 from typing import Any, Literal, overload
 
 import anyio
+import sniffio
+import yaml
+from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.util import (
     ExecResult,
     OutputLimitExceededError,
@@ -22,16 +30,28 @@ from inspect_ai.util import (
     SandboxEnvironmentLimits,
     sandboxenv,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich import print as show
+from rich.table import Table
 
 from caisson.client.models import Confinement
 from caisson.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
 from caisson.errors import ImageError, OpError
+from caisson.integrations.leftovers import CleanupRefused, remove_leftovers, select
 from caisson.logs import get_logger
 from caisson.runtime import Runtime
 from caisson.session import Session
 
 log = get_logger("caisson.inspect")
+
+# The tenant of every session the provider opens: `inspect sandbox cleanup caisson` without an
+# id looks at these only, not at other users' sessions on the same engine.
+TENANT = "inspect"
+# `inspect sandbox cleanup caisson ID` has no flags of ours: this removes a live owner's sandbox.
+FORCE_ENV = "CAISSON_CLEANUP_FORCE"
+CONFIG_FILES = ("caisson.yaml", "caisson.yml", "caisson.json")
+# How long a sample waits for the warm pool before it starts a container itself.
+POOL_WAIT = 10.0
 
 
 class CaissonSandboxConfig(BaseModel):
@@ -62,6 +82,7 @@ class CaissonSandboxConfig(BaseModel):
             workdir=self.workdir,
             agent_user=self.user,
             ttl=self.ttl,
+            tenant=TENANT,
             # A sample may sit idle while the model thinks for a long time.
             idle_timeout=None,
         )
@@ -73,6 +94,8 @@ class _Shared:
     runtime: Runtime | None = None
     users = 0
     lock: anyio.Lock | None = None
+    # Samples' sessions being closed after their sample ended, awaited before the Runtime closes.
+    closing: set[asyncio.Task[None]] = set()
 
 
 def _lock() -> anyio.Lock:
@@ -81,15 +104,54 @@ def _lock() -> anyio.Lock:
     return _Shared.lock
 
 
+class SandboxConfigError(PrerequisiteError, ValueError):
+    """A config that cannot be read as a CaissonSandboxConfig; the message says why (Inspect
+    shows a PrerequisiteError's message without a traceback)."""
+
+    def __init__(self, message: str) -> None:
+        PrerequisiteError.__init__(self, message)
+        ValueError.__init__(self, message)
+
+
+# Files read by task_init (run in the task's directory), by the name the task gave: a later
+# sample_init may run elsewhere.
+_files: dict[str, CaissonSandboxConfig] = {}
+
+
+def load_config_file(path: str) -> CaissonSandboxConfig:
+    """A YAML or JSON file of CaissonSandboxConfig fields, relative to the current directory."""
+    hint = "a YAML or JSON mapping of CaissonSandboxConfig fields, e.g. `image: python:3.12` and `pool: 8`"
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SandboxConfigError(f"caisson sandbox config {path}: {exc.strerror} (in {os.getcwd()}); give {hint}") from None
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SandboxConfigError(f"caisson sandbox config {path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SandboxConfigError(f"caisson sandbox config {path} holds a {type(data).__name__}, not a mapping: give {hint}")
+    try:
+        return CaissonSandboxConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise SandboxConfigError(f"caisson sandbox config {path}: {problems}") from None
+
+
 def _config(config: SandboxEnvironmentConfigType | None) -> CaissonSandboxConfig:
     if config is None:
         return CaissonSandboxConfig()
     if isinstance(config, CaissonSandboxConfig):
         return config
+    if isinstance(config, str):
+        if config not in _files:
+            _files[config] = load_config_file(config)
+        return _files[config]
     if isinstance(config, BaseModel):
         return CaissonSandboxConfig.model_validate(config.model_dump())
-    raise ValueError(
-        f"caisson sandbox config must be a CaissonSandboxConfig (or omitted), not {type(config).__name__}: {config!r}"
+    raise SandboxConfigError(
+        "caisson sandbox config must be a CaissonSandboxConfig, the path of a YAML or JSON file of its "
+        f"fields, or omitted; not {type(config).__name__}: {config!r}"
     )
 
 
@@ -102,6 +164,10 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
         self._as_user = session.confined(Confinement(user=session.config.agent_user, level="dangerous"))
 
     # ---- lifecycle ------------------------------------------------------------------
+
+    @classmethod
+    def config_files(cls) -> list[str]:
+        return list(CONFIG_FILES)
 
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
@@ -132,7 +198,10 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
             await cls.task_init(task_name, config)
             runtime = _Shared.runtime
             assert runtime is not None
-        session = await runtime.open_session(_config(config).session_config())
+        cfg = _config(config)
+        if cfg.pool:
+            await _pool_has_one(runtime)
+        session = await runtime.open_session(cfg.session_config())
         return {"default": cls(session)}
 
     @classmethod
@@ -143,8 +212,17 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
         environments: dict[str, SandboxEnvironment],
         interrupted: bool,
     ) -> None:
-        for env in environments.values():
-            await env.as_type(CaissonSandboxEnvironment).session.close()
+        sessions = [env.as_type(CaissonSandboxEnvironment).session for env in environments.values()]
+        if sniffio.current_async_library() != "asyncio":
+            for session in sessions:
+                await session.close()
+            return
+        # Removing a container costs the engine up to seconds on a busy host: done after the
+        # sample, so its slot goes to the next sample at once (task_cleanup waits for them).
+        for session in sessions:
+            task = asyncio.get_running_loop().create_task(session.close())
+            _Shared.closing.add(task)
+            task.add_done_callback(_Shared.closing.discard)
 
     @classmethod
     async def task_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None, cleanup: bool) -> None:
@@ -156,24 +234,44 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
             if _Shared.users:
                 return
             _Shared.runtime = None
+            closing, _Shared.closing = _Shared.closing, set()
+        if closing:
+            await asyncio.gather(*closing)
         if not cleanup:
             # --no-sandbox-cleanup: samples' containers stay (sample_cleanup was not called).
-            for session in runtime.sessions():
+            left = list(runtime.sessions())
+            for session in left:
                 await session.detach()
                 log.info("sandbox left running", session=session.id, container=session.container_id[:12])
+            if left:
+                _show_left([(s.id, s.container_id) for s in left])
         await runtime.__aexit__(None, None, None)
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        """``inspect sandbox cleanup caisson [session-id]``: remove one session's container, or
-        every caisson container (whoever started it)."""
+        """``inspect sandbox cleanup caisson [ID]``: remove the sandbox a session id or container
+        id (full, or its first characters) names, or every sandbox Inspect left whose eval has
+        ended; one whose owner process still runs stays unless CAISSON_CLEANUP_FORCE=1."""
+        force = os.environ.get(FORCE_ENV, "") not in ("", "0")
         async with Runtime(RuntimeConfig(gc_on_start=False)) as rt:
-            if id is None:
-                await rt.backend.reap(frozenset(), all_owners=True)
-                return
-            row = await rt.backend.find(id)
-            if row is not None:
-                await rt.backend.remove(row.id)
+            rows = await rt.backend.list_sandboxes()
+            try:
+                chosen = [select(rows, id)] if id is not None else [r for r in rows if r.tenant == TENANT]
+            except CleanupRefused as exc:
+                raise SystemExit(f"caisson: {exc}") from None
+            done = await remove_leftovers(rt.backend, chosen, force=force)
+        # Plain lines, whole ids: a table would cut them to fit a narrow terminal.
+        for item in done:
+            result = "removed" if item.removed else f"kept ({item.kept_because})"
+            print(f"{result:8} {item.row.session_id}  {item.row.id[:12]}  {item.row.state}")
+        if not done:
+            print("caisson: no sandboxes left by Inspect on this engine")
+        if any(not item.removed for item in done):
+            message = (f"caisson: a sandbox whose owner is still running was kept: end that process (its own "
+                       f"cleanup removes it), or set {FORCE_ENV}=1 to remove it anyway")
+            if id is not None:
+                raise SystemExit(message)
+            print(message)
 
     # ---- commands ---------------------------------------------------------------------
 
@@ -245,6 +343,26 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
         container = self.session.container_id
         command = ["docker", "exec", "-it", "--user", who, "--workdir", self.session.config.workdir, container, "bash", "-l"]
         return SandboxConnection(type="caisson", command=shlex.join(command), container=container)
+
+
+async def _pool_has_one(runtime: Runtime) -> None:
+    """Wait (a while) for the pool to hold a started container. A sample that started one cold
+    meanwhile would add its start to the refills on the same engine, slowing both; measured
+    with 4 samples at once on a busy 2-core host, that raised sample_init's p95 from 2 s to 7 s."""
+    with anyio.move_on_after(POOL_WAIT):
+        while not runtime.backend.pool_session_ids():
+            await anyio.sleep(0.02)
+
+
+def _show_left(left: list[tuple[str, str]]) -> None:
+    """What --no-sandbox-cleanup left, and how to remove it, where an Inspect user looks."""
+    table = Table(title="caisson sandboxes left running (--no-sandbox-cleanup):", title_justify="left")
+    table.add_column("Session", no_wrap=True)
+    table.add_column("Container", no_wrap=True)
+    for session_id, container in left:
+        table.add_row(session_id, container[:12])
+    show(table)
+    show("Remove all of them: inspect sandbox cleanup caisson\nRemove one: inspect sandbox cleanup caisson CONTAINER\n")
 
 
 def _file_error(exc: OpError, file: str) -> Exception:

@@ -1,12 +1,13 @@
 """caisson as a mini-swe-agent environment.
 
-``environment_class: runtime.integrations.mini_swe_agent.CaissonEnvironment`` in a
+``environment_class: caisson.integrations.mini_swe_agent.CaissonEnvironment`` in a
 mini-swe-agent config (or ``CaissonEnvironment(image=..., cwd=...)`` in code) runs each
 episode's commands in its own caisson session instead of a ``docker exec`` per command.
 mini-swe-agent is synchronous and runs episodes in threads: all environments of a process
 share one Runtime on one event-loop thread, opened by the first and closed by the last.
-Call ``cleanup()`` when an episode ends; a process that exits without it leaves sessions
-that end by themselves a grace period later.
+Call ``cleanup()`` when an episode ends: it hands the container's removal to that thread and
+returns (the last environment's cleanup waits for every removal); a process that exits
+without it leaves sessions that end by themselves a grace period later.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -54,6 +56,8 @@ class _Shared:
     portal: BlockingPortal | None = None
     runtime: Runtime | None = None
     users = 0
+    # Sessions being closed on the portal's thread, waited for before the Runtime closes.
+    closing: set[Future[None]] = set()
 
 
 def _acquire() -> tuple[BlockingPortal, Runtime]:
@@ -79,6 +83,8 @@ def _release() -> None:
             return
         portal, runtime, cm = _Shared.portal, _Shared.runtime, _Shared.portal_cm
         _Shared.portal = _Shared.runtime = _Shared.portal_cm = None
+        closing, _Shared.closing = _Shared.closing, set()
+    wait(closing)
     try:
         portal.call(runtime.__aexit__, None, None, None)
     finally:
@@ -93,6 +99,7 @@ class CaissonEnvironment:
     ) -> None:
         self.logger = logger or logging.getLogger("minisweagent.environment")
         self.config = config_class(**kwargs)
+        self._system: dict[str, str] | None = None
         self._portal, runtime = _acquire()
         try:
             self.session: Session | None = self._portal.call(
@@ -151,11 +158,13 @@ class CaissonEnvironment:
             )
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
-        # The sandbox's own system, not the host's, for prompts that mention it.
-        uname = self.execute({"command": "uname -s; uname -n; uname -r; uname -v; uname -m"}, timeout=10)
-        keys = ("system", "node", "release", "version", "machine")
-        system = dict(zip(keys, uname["output"].splitlines(), strict=False))
-        return recursive_merge(self.config.model_dump(), system, kwargs)  # type: ignore[no-any-return]
+        # The sandbox's own system, not the host's, for prompts that mention it; asked once (the
+        # agent renders its templates, and so calls this, at every step).
+        if self._system is None:
+            uname = self.execute({"command": "uname -s; uname -n; uname -r; uname -v; uname -m"}, timeout=10)
+            keys = ("system", "node", "release", "version", "machine")
+            self._system = dict(zip(keys, uname["output"].splitlines(), strict=False))
+        return recursive_merge(self.config.model_dump(), self._system, kwargs)  # type: ignore[no-any-return]
 
     def serialize(self) -> dict[str, Any]:
         return {
@@ -173,10 +182,18 @@ class CaissonEnvironment:
         return self.session
 
     def cleanup(self) -> None:
+        """End the episode's session. Removing its container takes the engine about a second:
+        that runs on the Runtime's thread while this episode's thread goes on."""
         session, self.session = self.session, None
         if session is None:
             return
-        try:
-            self._portal.call(session.close)
-        finally:
-            _release()
+        closing = self._portal.start_task_soon(session.close)
+        with _Shared.lock:
+            _Shared.closing.add(closing)
+        closing.add_done_callback(_forget)
+        _release()
+
+
+def _forget(done: Future[None]) -> None:
+    with _Shared.lock:
+        _Shared.closing.discard(done)

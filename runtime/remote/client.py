@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
-from caisson.client.archive import unpack_to, write_tar
+from caisson.client.archive import CopySource, read_whole, unpack_to, write_tar
 from caisson.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
 from caisson.config import SessionConfig
 from caisson.errors import CaissonError, CallTimeout, OpError, SessionError
@@ -292,10 +292,14 @@ class RemoteSession:
 
     # ---- bulk copy ------------------------------------------------------------------------
 
-    async def copy_in(self, source: str | os.PathLike[str] | AsyncIterable[bytes] | bytes, dest: str) -> None:
-        """A host file or directory (or a tar stream, or tar bytes) into ``dest``, as the agent's files."""
+    async def copy_in(self, source: CopySource, dest: str) -> None:
+        """A host file or directory (or tar bytes, a binary file object of a tar, or a tar
+        stream) into ``dest``, as the agent's files."""
         if isinstance(source, (str, os.PathLike)):
             source = await anyio.to_thread.run_sync(_tar_of_path, Path(source))
+        elif not isinstance(source, (bytes, AsyncIterable)):
+            # Whole, as a path's tar is (see _tar_of_path).
+            source = await anyio.to_thread.run_sync(read_whole, source)
         await self._rt.request("POST", self._base + "/copy-in", params={"dest": dest}, content=source)
 
     async def copy_out(self, path: str) -> AsyncIterator[bytes]:

@@ -4,19 +4,31 @@ model, with the caisson environment in place of docker exec."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import anyio
+import pytest
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments import get_environment
 from minisweagent.models.test_models import DeterministicModel, make_output
 
+from caisson import Runtime
 from caisson.integrations.mini_swe_agent import CaissonEnvironment
 
 AGENT = {"system_template": "You run commands.", "instance_template": "{{task}} on {{system}} {{machine}}", "step_limit": 10, "cost_limit": 0}
 
 
-def episode(n: int) -> dict[str, object]:
-    env = get_environment({"environment_class": "runtime.integrations.mini_swe_agent.CaissonEnvironment", "cwd": "/workspace"})
+def episode(n: int, commands: list[str] | None = None) -> dict[str, object]:
+    env = get_environment({"environment_class": "caisson.integrations.mini_swe_agent.CaissonEnvironment", "cwd": "/workspace"})
     assert isinstance(env, CaissonEnvironment)
+    if commands is not None:
+        execute = env.execute
+
+        def counted(action: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+            commands.append(action.get("command", ""))
+            return execute(action, *args, **kwargs)
+
+        env.execute = counted  # type: ignore[method-assign]
     try:
         model = DeterministicModel(
             outputs=[
@@ -30,13 +42,18 @@ def episode(n: int) -> dict[str, object]:
         agent = DefaultAgent(model, env, **AGENT)
         result = agent.run(f"fix issue {n}")
         observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
-        return {"result": result, "observations": observations, "prompt": agent.messages[1]["content"]}
+        return {"result": result, "observations": observations, "prompt": agent.messages[1]["content"],
+                "session": env.session.id if env.session else ""}
     finally:
         env.cleanup()
 
 
 def test_a_scripted_episode_submits_what_it_wrote_in_the_sandbox() -> None:
-    run = episode(1)
+    commands: list[str] = []
+    run = episode(1, commands)
+    # The sandbox's system is asked once, not at every step the agent renders its templates.
+    assert sum("uname" in c for c in commands) == 1, commands
+    assert len(commands) == 5, commands
     assert run["result"] == {"exit_status": "Submitted", "submission": "fix-1\n"}
     first, failed, slow = run["observations"]  # type: ignore[misc]
     assert "<returncode>0</returncode>" in first and "agent" in first
@@ -49,3 +66,14 @@ def test_parallel_episodes_are_isolated() -> None:
     with ThreadPoolExecutor(4) as pool:
         runs = list(pool.map(episode, range(4)))
     assert [r["result"] for r in runs] == [{"exit_status": "Submitted", "submission": f"fix-{n}\n"} for n in range(4)]
+
+
+@pytest.mark.anyio
+async def test_cleanup_removes_each_episodes_container(rt: Runtime) -> None:
+    """cleanup() hands the removal to the Runtime's thread; it still happens, for every episode."""
+    with ThreadPoolExecutor(3) as pool:
+        runs = await anyio.to_thread.run_sync(lambda: list(pool.map(episode, range(3))))
+    sessions = {str(r["session"]) for r in runs}
+    assert len(sessions) == 3 and "" not in sessions
+    left = {row.session_id for row in await rt.backend.list_sandboxes()} & sessions
+    assert left == set(), f"containers of cleaned-up episodes still on the engine: {left}"
