@@ -169,17 +169,20 @@ async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
                 "copy_failed",
                 f"{path} holds more entries than one copy takes ({len(listing.entries)}): copy its subdirectories one by one",
             )
+        # Names as `tar -C path .` gives them ("./name"): what callers of the old archive parse.
+        pending += _member(".", "dir", 0, top.mode, top.mtime)
         for entry in listing.entries:
             full = posixpath.join(path, entry.path)
+            name = "./" + entry.path
             mode = 0o644 if entry.mode is None else entry.mode
             if entry.type == "file":
-                async for piece in _file_member(agent, full, entry.path, mode, entry.mtime):
+                async for piece in _file_member(agent, full, name, mode, entry.mtime):
                     pending += piece
                     if len(pending) >= PIECE:
                         yield bytes(pending)
                         pending.clear()
             elif entry.type in ("dir", "symlink"):
-                pending += _member(entry.path, entry.type, 0, mode, entry.mtime, entry.target or "")
+                pending += _member(name, entry.type, 0, mode, entry.mtime, entry.target or "")
     else:
         name = posixpath.basename(path)
         if top.type == "file":

@@ -362,25 +362,28 @@ def renew_lease(
 ) -> bool:
     """Tell a session's daemon its controller lives (a file only root in the container can
     write, dated now, or ``until`` to keep it past its grace); False when the container is gone.
-    gVisor does not see files the engine copies into a running container, so there the file
-    is touched from inside."""
+    gVisor does not see files the engine copies into a running container, and a session at its
+    disk quota cannot take a new one, so there the file is dated from inside."""
     stamp = int(until if until is not None else time.time())
-    if gvisor:
+    if not gvisor:
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w") as tar:
+            info = tarfile.TarInfo(posixpath.basename(LEASE_PATH))
+            info.mtime = stamp
+            tar.addfile(info, io.BytesIO(b""))
         try:
             with engine_errors("renewing a session's lease"):
-                exec_id = client.api.exec_create(container_id, ["touch", "-d", f"@{stamp}", LEASE_PATH], user="0")["Id"]
-                client.api.exec_start(exec_id)
-            return True
-        except docker.errors.APIError:
+                return bool(client.api.put_archive(container_id, posixpath.dirname(LEASE_PATH), data.getvalue()))
+        except docker.errors.NotFound:
             return False
-    data = io.BytesIO()
-    with tarfile.open(fileobj=data, mode="w") as tar:
-        info = tarfile.TarInfo(posixpath.basename(LEASE_PATH))
-        info.mtime = stamp
-        tar.addfile(info, io.BytesIO(b""))
+        except docker.errors.APIError:
+            pass  # a session at its disk quota cannot take a new file: date the old one instead
+    # Dating the existing file needs no new space (a full quota still takes it).
     try:
         with engine_errors("renewing a session's lease"):
-            return bool(client.api.put_archive(container_id, posixpath.dirname(LEASE_PATH), data.getvalue()))
+            exec_id = client.api.exec_create(container_id, ["touch", "-d", f"@{stamp}", LEASE_PATH], user="0")["Id"]
+            client.api.exec_start(exec_id)
+        return True
     except docker.errors.APIError:
         return False
 
