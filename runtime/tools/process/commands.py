@@ -102,6 +102,8 @@ def _run_code_command(a: RunCodeInput) -> str:
     access="execute",
     snippet="Run a command or a script file (interpreter from its extension); returns stdout, stderr, exit code",
     command=_run_code_command,
+    env=lambda a: a.env,
+    cwd=lambda a, workdir: a.cwd,
     paths=lambda a: [p for p in (a.cwd, a.file and posixpath.join(a.cwd or ".", a.file)) if p],
 )
 async def run_code(ctx: ToolContext, args: RunCodeInput) -> ToolResult:
@@ -159,6 +161,9 @@ async def _workspace_dir(ctx: ToolContext, cwd: str | None) -> str:
     access="execute",
     snippet="Run one executable with arguments, without a shell; returns stdout, stderr, exit code",
     command=lambda a: a.command,
+    env=lambda a: a.env,
+    # Relative to the workspace root, which is also its default.
+    cwd=lambda a, workdir: posixpath.join(workdir, a.cwd or "."),
 )
 async def exec_(ctx: ToolContext, args: ExecInput) -> ToolResult:
     problem = check_exec_metacharacters(args.command)

@@ -322,6 +322,8 @@ async def _exec_with_cwd_fallback(
         "Prefer the file and search tools over cat/sed/grep for reading and editing files.",
     ),
     command=lambda a: a.command,
+    env=lambda a: a.env,
+    cwd=lambda a, workdir: a.working_dir,
     paths=lambda a: [a.working_dir] if a.working_dir else [],
 )
 async def bash(ctx: ToolContext, args: BashInput) -> ToolResult:

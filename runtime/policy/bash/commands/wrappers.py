@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...levels import Level
 from ..lexer import ASSIGN_RE, Word
 from ..programs import SHELLS
-from ..variables import SENSITIVE_VAR_RE
+from ..variables import sensitive_var
 from .registry import register
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def _h_env(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             return
         elif ASSIGN_RE.match(v):
             var = ASSIGN_RE.match(v).group(1)  # type: ignore[union-attr]
-            if SENSITIVE_VAR_RE.fullmatch(var):
+            if sensitive_var(var):
                 a.note(seg, _D, f"env sets {var}, which changes what the command runs")
             i += 1
         else:
