@@ -126,7 +126,7 @@ class Analyzer:
             return
         hit = self.places.protected_path(word)
         if hit is not None:
-            self._note(seg, _D, f"{what} {hit}, which can make git run code")
+            self._note(seg, _D, f"{what} {hit}, which programs read at start and may run code from (a protected path)")
             return
         self._note(seg, _C, f"{what} the workspace")
 
