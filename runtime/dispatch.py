@@ -277,6 +277,7 @@ class Dispatcher:
                 "query": bool(url.query),
                 "tool": canonical.name,
                 "level": ptool.effective_level,
+                "level_is_floor": ptool.level_is_floor,
                 "command": canonical.command(canonical_args),
                 "env": canonical.env(canonical_args) or {},
                 "cwd": self.client.resolve(cwd) if cwd else self.client.cwd,

@@ -58,6 +58,9 @@ class CallRequest(BaseModel):
     tool_alias: str | None = None
     # Declared level of the tool (policy.tool_levels wins); None counts as dangerous.
     level: Level | None = None
+    # The declared level is a floor (the profile's specification states it): a command's
+    # classification may raise the call's level above it, never lower it.
+    level_is_floor: bool = False
     args: dict[str, Any] = {}
     paths: list[ResolvedPath] = []
     # Set for calls whose command line is classified (bash); its level replaces the declared one.

@@ -115,7 +115,10 @@ class PolicyEngine:
             # A long line takes long to analyse: off the event loop, so other sessions' calls go on.
             long = len(req.command) > INLINE_CLASSIFY_CHARS
             call.bash = await anyio.to_thread.run_sync(classify) if long else classify()
-            level = call.bash.level
+            if req.level_is_floor and call.bash.level < level:
+                call.reasons.append(f"{req.tool_alias or req.tool} is declared {level}: its command cannot lower that")
+            else:
+                level = call.bash.level
             call.reasons.extend(call.bash.reasons)
             if not req.kernel_confines and level < Level.DANGEROUS:
                 level = Level.DANGEROUS

@@ -568,7 +568,7 @@ def build() -> Profile:
     def add(name: str, canonical: str | Tool, model: type[ToolInput], level: Level, snippet: str, **kw: Any) -> None:
         tool = REGISTRY[canonical] if isinstance(canonical, str) else canonical
         profile.add(
-            ProfileTool(name=name, canonical=tool, input_model=model, level=level, snippet=snippet,
+            ProfileTool(name=name, canonical=tool, input_model=model, level=level, level_is_floor=True, snippet=snippet,
                         description=snippet, **kw)
         )
 
