@@ -120,3 +120,55 @@ async def test_the_plants_are_real_for_plain_git(rt: Runtime) -> None:
             ran += TOKEN in res.stdout + res.stderr
     print(f"planted git configuration, plain git (control): tried {len(CASES) - 1}, ran the payload {ran}")
     assert ran == len(CASES) - 1
+
+
+# A bare repository with two commits, as a project may hold one; then the agent's own step,
+# auto-approved (cautious: a file in the workspace): it appends to the bare repository's config.
+BARE_REPO = (f"cd {W} && git clone -q --bare r foo && echo b > r/b.txt && cd r && git add b.txt && "
+             f"git {ID} commit -qm two && git push -q ../foo HEAD")
+BARE = f"printf '[diff]\\n\\texternal = {RUN}\\n[core]\\n\\tfsmonitor = {RUN}\\n' >> {W}/foo/config"
+
+
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_a_bare_looking_directory_is_no_repository_for_bash(rt: Runtime, gvisor: bool) -> None:
+    """The agent makes a directory that looks like a bare repository (cautious: plain files in
+    the workspace), then runs a read-only git command in it: git must not take its config."""
+    async with rt.session(gvisor=gvisor, approval_handler=deny) as s:
+        await fresh(s)
+        made = await s.exec(BARE_REPO, user=s.config.agent_user)
+        assert made.exit_code == 0, made.stderr
+        planted = await s.call("bash", {"command": BARE})
+        attempts: list[tuple[str, dict[str, Any]]] = [
+            ("bash", {"command": "git status", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": "git log -p -1", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": "git show", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": "git diff HEAD~1 HEAD", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"git diff HEAD~1 HEAD > {W}/out.txt 2>&1; cat {W}/out.txt", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"git diff HEAD~1 HEAD 2> {W}/err.txt; cat {W}/err.txt", "working_dir": f"{W}/foo"}),
+            ("bash", {"command": "git log -p", "working_dir": f"{W}/foo/refs"}),
+            ("bash", {"command": "cd foo && git status", "working_dir": W}),
+            ("bash", {"command": "git -C foo status", "working_dir": W}),
+            ("bash", {"command": f"unset GIT_CONFIG_COUNT; git diff HEAD~1 HEAD > {W}/o1 2>&1; cat {W}/o1",
+                      "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"env -u GIT_CONFIG_COUNT git diff HEAD~1 HEAD > {W}/o2 2>&1; cat {W}/o2",
+                      "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"env -i /usr/bin/git diff HEAD~1 HEAD > {W}/o3 2>&1; cat {W}/o3",
+                      "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"unset -v GIT_CONFIG_KEY_0; git diff HEAD~1 HEAD > {W}/o4 2>&1; cat {W}/o4",
+                      "working_dir": f"{W}/foo"}),
+            ("bash", {"command": f"git diff HEAD~1 HEAD > {W}/o5 2>&1; cat {W}/o5", "working_dir": f"{W}/foo/refs"}),
+            ("exec", {"command": "git show", "cwd": "foo"}),
+            ("run_code", {"command": "git log -p -1", "cwd": f"{W}/foo"}),
+        ]
+        await s.call("bash", {"command": f"cd {W}/foo"})
+        attempts.append(("bash", {"command": "git show"}))
+        landed = []
+        for tool, args in attempts:
+            result = await s.call(tool, args)
+            mode = (await s.stat(f"{W}/victim.txt")).mode & 0o777
+            if TOKEN in result.text or mode != 0o644:
+                landed.append((tool, args, result.level))
+                await s.exec(f"chmod 644 {W}/victim.txt", user="root")
+    print(f"bare-looking directory, bash ({'gvisor' if gvisor else 'runc'}): planted {planted.decision}; "
+          f"tried {len(attempts)}, landed {len(landed)}: {landed}")
+    assert landed == []

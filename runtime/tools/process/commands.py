@@ -108,7 +108,7 @@ def _run_code_command(a: RunCodeInput) -> str:
 )
 async def run_code(ctx: ToolContext, args: RunCodeInput) -> ToolResult:
     cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
-    env = check_env(args.env)
+    env = check_env(args.env, ctx)
     if args.mode == "file":
         path = posixpath.normpath(posixpath.join(cwd, args.file or ""))
         ext = posixpath.splitext(path)[1].lower()
@@ -172,4 +172,4 @@ async def exec_(ctx: ToolContext, args: ExecInput) -> ToolResult:
     reject_destructive(args.command)
     argv = _split(args.command)
     cwd = await _workspace_dir(ctx, args.cwd)
-    return await _run(ctx, argv, cwd, check_env(args.env), args.timeout)
+    return await _run(ctx, argv, cwd, check_env(args.env, ctx), args.timeout)

@@ -58,6 +58,9 @@ def _h_unset(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         if not plain_name(w):
             a.note(seg, _D, "unset of a subscripted or computed name (the subscript is evaluated)")
             return
+        if (w.value or "").startswith("GIT_"):
+            a.note(seg, _D, f"unset {w.value}: removes a git setting the sandbox gives commands")
+            return
     a.note(seg, _S, "unset: removes shell variables")
 
 

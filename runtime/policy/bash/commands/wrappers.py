@@ -76,12 +76,17 @@ def _h_env(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         if v is None:
             a.note(seg, _D, "env: an argument computed at run time")
             return
-        if v in ("-i", "--ignore-environment", "-0", "--null", "-"):
+        if v in ("-i", "--ignore-environment", "-"):
+            a.note(seg, _D, "env -i: runs the command without the environment the sandbox gives it (git's guard among it)")
+            return
+        if v in ("-0", "--null"):
             i += 1
-        elif v in ("-u", "--unset"):
-            i += 2
-        elif v.startswith("--unset=") or (v.startswith("-u") and len(v) > 2):
-            i += 1
+        elif v in ("-u", "--unset") or v.startswith("--unset=") or (v.startswith("-u") and len(v) > 2):
+            unset = args[i + 1].value if v in ("-u", "--unset") and i + 1 < len(args) else v.partition("=")[2] or v[2:]
+            if unset is None or sensitive_var(unset):
+                a.note(seg, _D, f"env -u {unset}: removes a variable the sandbox or the session relies on")
+                return
+            i += 2 if v in ("-u", "--unset") else 1
         elif v == "--":
             i += 1
             break
