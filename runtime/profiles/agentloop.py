@@ -22,7 +22,7 @@ from runtime.policy import Level
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
-from runtime.tools.text import glob_regex, op_errors
+from runtime.tools.text import glob_regex, op_errors, shown_name
 
 if TYPE_CHECKING:
     from runtime.tools.context import ToolContext
@@ -134,13 +134,13 @@ def _present_code_search(result: ToolResult, args: CodeSearchArgs) -> ToolResult
     root = args._root
     if args.mode == "glob":
         matches = [
-            {"file": posixpath.relpath(f, root), "line": 0, "column": 0, "content": "", "context": []}
+            {"file": shown_name(posixpath.relpath(f, root)), "line": 0, "column": 0, "content": "", "context": []}
             for f in result.data["files"]
         ]
     else:
         matches = [
             {
-                "file": posixpath.relpath(m["path"], root),
+                "file": shown_name(posixpath.relpath(m["path"], root)),
                 "line": m["line"],
                 "column": m["column"],
                 "content": m["text"],

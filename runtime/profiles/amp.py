@@ -32,6 +32,7 @@ from runtime.policy.paths import is_secret
 from runtime.profiles.base import Profile, ProfileTool, canonical_args
 from runtime.profiles.hooks import hook_tool
 from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
+from runtime.tools.text import shown_name
 
 if TYPE_CHECKING:
     from runtime.tools.context import ToolContext
@@ -306,7 +307,7 @@ class GlobArgs(ToolInput):
 def _present_glob(result: ToolResult, args: GlobArgs) -> ToolResult:
     if not result.ok:
         return error(result, _message(result))
-    return done(result, {"files": result.data["files"], "remaining": result.data["remaining"]})
+    return done(result, {"files": [shown_name(f) for f in result.data["files"]], "remaining": result.data["remaining"]})
 
 
 class GrepArgs(ToolInput):

@@ -45,18 +45,28 @@ async def test_listings_and_searches_escape_names(rt: Runtime, gvisor: bool) -> 
     assert "back\\\\slash" in listing.text and "real\\nfake.txt" in listing.text
 
 
-async def test_aar_text_listings_escape_names(rt: Runtime) -> None:
-    """Aar's listings are plain text (the JSON profiles' escape newlines and controls as JSON does)."""
-    async with rt.session(profile="aar") as s:
+PROFILE_LISTINGS = {
+    "aar": [("list_directory", {"path": "names"}), ("find_files", {"glob_pattern": "names/*"}),
+            ("grep", {"regex": "needle", "include_pattern": "names/*"})],
+    "agentloop": [("code-search", {"pattern": "*", "mode": "glob", "path": "names"}),
+                  ("code-search", {"pattern": "needle", "path": "names"})],
+    "amp": [("glob", {"filePattern": "names/*"})],
+}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_LISTINGS))
+async def test_profile_listings_escape_names(rt: Runtime, profile: str) -> None:
+    """Profiles' own listings: Aar's plain text, AgentLoop's and Amp's JSON (where JSON itself
+    escapes newlines and controls, but not bidi or invisible characters)."""
+    async with rt.session(profile=profile) as s:
         for name in NAMES:
             await s.write_file(f"{W}/{name}", "needle\n", owner=s.config.agent_user)
-        calls = [("list_directory", {"path": "names"}), ("find_files", {"glob_pattern": "names/*"}),
-                 ("grep", {"regex": "needle", "include_pattern": "names/*"})]
+        calls = PROFILE_LISTINGS[profile]
         landed = []
         for tool, args in calls:
             result = await s.call(tool, args)
             assert result.ok, result.text
             if [u for u in UNSAFE if u in result.text] or "\\u202e" not in result.text:
                 landed.append((tool, result.text[:200]))
-    print(f"unsafe names in aar's listings: tried {len(calls)}, landed {len(landed)}: {landed}")
+    print(f"unsafe names in {profile}'s listings: tried {len(calls)}, landed {len(landed)}: {landed}")
     assert landed == []
