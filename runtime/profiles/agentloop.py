@@ -246,7 +246,8 @@ async def _file_list(ctx: ToolContext, args: FileListArgs) -> ToolResult:
             entries.append({"path": path, "type": "directory"})
         else:
             entries.append({"path": path, "type": "file", "sizeBytes": size})
-    return ToolResult.success(_dumps(entries), entries)
+    shown = [{**entry, "path": shown_name(entry["path"])} for entry in entries]
+    return ToolResult.success(_dumps(shown), entries)
 
 
 FILE_LIST = Tool(

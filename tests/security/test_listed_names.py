@@ -49,14 +49,15 @@ PROFILE_LISTINGS = {
     "aar": [("list_directory", {"path": "names"}), ("find_files", {"glob_pattern": "names/*"}),
             ("grep", {"regex": "needle", "include_pattern": "names/*"})],
     "agentloop": [("code-search", {"pattern": "*", "mode": "glob", "path": "names"}),
-                  ("code-search", {"pattern": "needle", "path": "names"})],
+                  ("code-search", {"pattern": "needle", "path": "names"}), ("file-list", {"path": "names"})],
     "amp": [("glob", {"filePattern": "names/*"})],
+    "grida": [("list_files", {}), ("grep_files", {"pattern": "needle"})],
 }
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_LISTINGS))
 async def test_profile_listings_escape_names(rt: Runtime, profile: str) -> None:
-    """Profiles' own listings: Aar's plain text, AgentLoop's and Amp's JSON (where JSON itself
+    """Profiles' own listings: Aar's plain text, AgentLoop's, Amp's and Grida's JSON (where JSON itself
     escapes newlines and controls, but not bidi or invisible characters)."""
     async with rt.session(profile=profile) as s:
         for name in NAMES:
