@@ -339,7 +339,7 @@ def _present_grep(result: ToolResult, args: GrepArgs) -> ToolResult:
     lines = []
     for m in matches[:GREP_TOTAL]:
         path = posixpath.relpath(m["path"], args._base) if args._base else m["path"]
-        line = f"{path}:{m['line']}: {m['text']}"
+        line = f"{shown_name(path)}:{m['line']}: {m['text']}"
         lines.append(line[:GREP_LINE] + "..." if len(line) > GREP_LINE else line)
     return done(result, lines)
 

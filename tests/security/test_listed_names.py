@@ -50,7 +50,7 @@ PROFILE_LISTINGS = {
             ("grep", {"regex": "needle", "include_pattern": "names/*"})],
     "agentloop": [("code-search", {"pattern": "*", "mode": "glob", "path": "names"}),
                   ("code-search", {"pattern": "needle", "path": "names"}), ("file-list", {"path": "names"})],
-    "amp": [("glob", {"filePattern": "names/*"})],
+    "amp": [("glob", {"filePattern": "names/*"}), ("Grep", {"pattern": "needle", "path": "names"})],
     "grida": [("list_files", {}), ("grep_files", {"pattern": "needle"})],
 }
 
