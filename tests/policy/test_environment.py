@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.policy.environment import environment_reasons
+from caisson.policy.environment import environment_reasons
 
 
 @pytest.mark.parametrize(

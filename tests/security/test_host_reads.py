@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.errors import OpError
+from caisson import Runtime, Session
+from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
 

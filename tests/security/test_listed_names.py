@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Runtime
+from caisson import Runtime
 
 pytestmark = pytest.mark.anyio
 

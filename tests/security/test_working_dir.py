@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Runtime
-from runtime.policy import ApprovalAnswer, ApprovalRequest
+from caisson import Runtime
+from caisson.policy import ApprovalAnswer, ApprovalRequest
 
 pytestmark = pytest.mark.anyio
 
