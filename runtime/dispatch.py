@@ -271,14 +271,17 @@ class Dispatcher:
             return self._finish(request, ptool, ToolResult.failure("arguments_too_large", problem), started)
         canonical = ptool.canonical
         url = urlsplit(canonical.url(canonical_args) or "")
+        cwd = canonical.cwd(canonical_args, self.client.config.workdir)
         request = request.model_copy(
             update={
                 "domain": (url.hostname or "").lower() or None,
                 "query": bool(url.query),
                 "tool": canonical.name,
                 "level": ptool.effective_level,
+                "level_is_floor": ptool.level_is_floor,
                 "command": canonical.command(canonical_args),
-                "cwd": self.client.cwd,
+                "env": canonical.env(canonical_args) or {},
+                "cwd": self.client.resolve(cwd) if cwd else self.client.cwd,
                 "access": canonical.access,
                 "reads": canonical.reads,
                 "kernel_confines": bool(self.client.info and self.client.info.landlock),
@@ -300,7 +303,9 @@ class Dispatcher:
                 else:
                     return self._finish(plain, ptool, ptool.present(result, args), started, decision)
         found = [await self._resolve(p, canonical.prefetch) for p in paths]
-        request = request.model_copy(update={"paths": [resolved for resolved, _ in found]})
+        # A working directory the call names is placed where it really is (links followed).
+        real_cwd = next((r.resolved for r, _ in found if r.requested == request.cwd), request.cwd)
+        request = request.model_copy(update={"paths": [resolved for resolved, _ in found], "cwd": real_cwd})
         decision = await self.engine.decide(request)
         if decision.allowed:
             confinement = self.confinement(decision.level, request.paths)

@@ -20,7 +20,8 @@ from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
 from caisson.dispatch import Dispatcher
 from caisson.egress import EgressGateway, EgressStats
-from caisson.policy import ApprovalHandler, GrantStore, Policy
+from caisson.errors import OpError
+from caisson.policy import ApprovalHandler, GrantStore, Policy, is_secret, is_within
 from caisson.profiles.export import export_tools
 from caisson.tools.base import ToolResult
 from caisson.tools.context import InteractionHandler, ToolContext
@@ -119,14 +120,30 @@ class Session(SandboxClient):
         stream) into ``dest``, as the agent's files."""
         await archive.copy_in(self, source, dest)
 
-    def copy_out(self, path: str) -> AsyncIterator[bytes]:
-        """A container file or directory as a tar stream, in chunks."""
-        return archive.copy_out(self, path)
+    def copy_out(self, path: str, *, include_secrets: bool = False) -> AsyncIterator[bytes]:
+        """A container file or directory as a tar stream, in chunks. By default as the policy
+        sees the agent's reads: beneath the workspace roots, secret files (and files with other
+        names or reached through a link) left out; ``include_secrets=True`` copies all the
+        agent can read, for the embedding program's own use (never a tenant's)."""
+        return archive.copy_out(self, path, **self._read_scope(include_secrets))
 
-    async def copy_out_to(self, path: str, host_dir: str | os.PathLike[str]) -> list[str]:
+    async def copy_out_to(
+        self, path: str, host_dir: str | os.PathLike[str], *, include_secrets: bool = False
+    ) -> list[str]:
         """A container file or directory unpacked into a host directory, no link followed on the
-        way; returns the symbolic links left out because they lead out of it."""
-        return await archive.copy_out_to(self, path, host_dir)
+        way; returns the symbolic links left out because they lead out of it. Secrets and roots
+        as for :meth:`copy_out`."""
+        return await archive.copy_out_to(self, path, host_dir, **self._read_scope(include_secrets))
+
+    def _read_scope(self, include_secrets: bool) -> dict[str, Any]:
+        """What the policy lets a host-side read of the agent's files see."""
+        if include_secrets:
+            return {}
+        policy = self._dispatcher.engine.policy
+        return {
+            "roots": policy.workspace_roots,
+            "secret": lambda path: is_secret(path, policy.secret_patterns, policy.secret_exceptions) is not None,
+        }
 
     # ---- engine-side work ---------------------------------------------------------------
 
@@ -138,10 +155,33 @@ class Session(SandboxClient):
         """``n`` independent sessions starting from this one's current files; close each."""
         return await self._owner.fork(self, n, **overrides)
 
-    async def diff(self, path: str | None = None) -> WorkspaceDiff:
+    async def diff(self, path: str | None = None, *, include_secrets: bool = False) -> WorkspaceDiff:
         """Files added, modified and deleted beneath ``path`` (default: the workdir) since the
-        session's container started from its image, with a unified diff for text files."""
-        return await self._owner.diff(self, path)
+        session's container started from its image, with a unified diff for text files. By
+        default ``path`` must lie beneath the workspace roots and secret files are left out;
+        ``include_secrets=True`` is for the embedding program's own use."""
+        if include_secrets:
+            return await self._owner.diff(self, path)
+        policy = self._dispatcher.engine.policy
+        root = self.resolve(path or self.config.workdir)
+        real = (await self.stat(root)).realpath or root
+        if not (is_within(root, policy.workspace_roots) and is_within(real, policy.workspace_roots)):
+            raise OpError(
+                "permission_denied",
+                f"{root} is outside the workspace roots ({', '.join(policy.workspace_roots)}); "
+                "pass include_secrets=True for the embedding program's own look",
+            )
+        found = await self._owner.diff(self, path)
+        kept = []
+        for change in found.changes:
+            full = f"{found.root.rstrip('/')}/{change.path}"
+            if is_secret(full, policy.secret_patterns, policy.secret_exceptions) is not None:
+                continue
+            # A file with other names may be a secret's under a harmless one: left out, as from copy_out.
+            if change.change != "deleted" and (await self.stat(full, follow=False)).nlink > 1:
+                continue
+            kept.append(change)
+        return found.model_copy(update={"changes": kept})
 
     # ---- lifecycle ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import os
 import posixpath
 import tarfile
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeAlias
 
@@ -122,13 +122,17 @@ def _member(name: str, kind: str, size: int = 0, mode: int = 0o644, mtime: float
 _VANISHED = ("not_found", "is_a_directory", "not_a_directory", "bad_request")
 
 
-async def _file_member(agent: SandboxClient, path: str, name: str, mode: int, mtime: float) -> AsyncIterator[bytes]:
+async def _file_member(
+    agent: SandboxClient, path: str, name: str, mode: int, mtime: float, plain: bool = False
+) -> AsyncIterator[bytes]:
     """A regular file's header and content. The header's size is the file's when its first
-    piece is read; a file that grows or shrinks meanwhile is cut or padded to that size."""
+    piece is read; a file that grows or shrinks meanwhile is cut or padded to that size.
+    ``plain``: a file reached through a link, or with other names (one may be a secret's),
+    is left out."""
     try:
-        piece = await agent.read_range(path, 0, CHUNK)
+        piece = await agent.read_range(path, 0, CHUNK, plain=plain)
     except OpError as exc:
-        if exc.code in _VANISHED:
+        if exc.code in _VANISHED or (plain and exc.code == "not_plain"):
             return
         raise
     size = piece.size if not piece.eof else len(piece.data)
@@ -149,18 +153,31 @@ async def _file_member(agent: SandboxClient, path: str, name: str, mode: int, mt
     yield bytes(-size % tarfile.BLOCKSIZE)
 
 
-async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
+async def copy_out(
+    client: SandboxClient,
+    path: str,
+    *,
+    roots: Sequence[str] | None = None,
+    secret: Callable[[str], bool] | None = None,
+) -> AsyncIterator[bytes]:
     """A tar of the container path ``path`` (its contents when a directory), in chunks.
 
     The host builds the archive from what the daemon lists and reads as the agent, with the
     agent's credentials: no file the agent can write sits between, and no program of the
     container's writes the archive. Directories, regular files and symbolic links are
-    archived; FIFOs, sockets and devices are left out."""
+    archived; FIFOs, sockets and devices are left out.
+
+    With ``roots``, every path must resolve beneath them (the daemon opens them so); with
+    ``secret``, files whose container path it names are left out, and so is any file reached
+    through a link or with other names, since another name may be a secret's."""
     path = client.resolve(path)
-    agent = client.confined(Confinement(user=client.config.agent_user))
+    agent = client.confined(Confinement(user=client.config.agent_user, roots=tuple(roots) if roots is not None else None))
     top = await agent.stat(path)
     if not top.exists:
         raise OpError("not_found", f"no such file or directory: {path}")
+    if secret is not None and (secret(path) or (top.realpath is not None and secret(top.realpath))):
+        raise OpError("permission_denied", f"{path} is a secret file: it is not copied out unless secrets are included")
+    plain = secret is not None
     pending = bytearray()
     if top.type == "dir":
         listing = await agent.walk(path, include_hidden=True, ignore_files=(), detail=True)
@@ -176,7 +193,9 @@ async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
             name = "./" + entry.path
             mode = 0o644 if entry.mode is None else entry.mode
             if entry.type == "file":
-                async for piece in _file_member(agent, full, name, mode, entry.mtime):
+                if secret is not None and secret(full):
+                    continue
+                async for piece in _file_member(agent, full, name, mode, entry.mtime, plain):
                     pending += piece
                     if len(pending) >= PIECE:
                         yield bytes(pending)
@@ -186,7 +205,7 @@ async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
     else:
         name = posixpath.basename(path)
         if top.type == "file":
-            async for piece in _file_member(agent, path, name, top.mode, top.mtime):
+            async for piece in _file_member(agent, path, name, top.mode, top.mtime, plain):
                 pending += piece
                 if len(pending) >= PIECE:
                     yield bytes(pending)
@@ -198,11 +217,17 @@ async def copy_out(client: SandboxClient, path: str) -> AsyncIterator[bytes]:
 
 
 async def copy_out_to(
-    client: SandboxClient, path: str, host_dir: str | os.PathLike[str], limits: extract.ExtractLimits | None = None
+    client: SandboxClient,
+    path: str,
+    host_dir: str | os.PathLike[str],
+    limits: extract.ExtractLimits | None = None,
+    *,
+    roots: Sequence[str] | None = None,
+    secret: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """copy_out unpacked into a host directory (made if missing) by the host's own containment;
     returns the symbolic links left out because they lead out of it."""
-    return await unpack_to(copy_out(client, path), host_dir, limits)
+    return await unpack_to(copy_out(client, path, roots=roots, secret=secret), host_dir, limits)
 
 
 async def unpack_to(

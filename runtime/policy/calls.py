@@ -58,12 +58,17 @@ class CallRequest(BaseModel):
     tool_alias: str | None = None
     # Declared level of the tool (policy.tool_levels wins); None counts as dangerous.
     level: Level | None = None
+    # The declared level is a floor (the profile's specification states it): a command's
+    # classification may raise the call's level above it, never lower it.
+    level_is_floor: bool = False
     args: dict[str, Any] = {}
     paths: list[ResolvedPath] = []
     # Set for calls whose command line is classified (bash); its level replaces the declared one.
     command: str | None = None
-    # The shell's working directory in the container, to place relative write targets.
+    # The directory the command runs in (the call's own, else the shell's), to place relative paths.
     cwd: str | None = None
+    # The environment the call gives its command (bash/exec/run_code ``env``): decided with it.
+    env: dict[str, str] = {}
     # Host a network call (web_fetch) sends its request to, and whether the URL has a query.
     domain: str | None = None
     query: bool = False
@@ -107,6 +112,8 @@ class ApprovalRequest(BaseModel):
     rule: str | None = None
     reasons: list[str] = []
     command: str | None = None
+    # The environment the command would get, as the call gives it (secret-looking values masked).
+    env: dict[str, str] = {}
     paths: list[str] = []
     domain: str | None = None
     access: Access | None = None

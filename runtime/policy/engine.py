@@ -22,7 +22,7 @@ from fnmatch import fnmatchcase
 import anyio
 
 from caisson.logs import get_logger
-from caisson.redact import redact_preview
+from caisson.redact import redact_preview, redact_text
 
 from .bash import BashClassification, check_exec_metacharacters, classify_bash
 from .calls import (
@@ -36,6 +36,7 @@ from .calls import (
     PermissionAnswer,
     domain_allowed,
 )
+from .environment import environment_reasons
 from .grants import Grant, GrantStore, TargetType
 from .levels import GrantLevel, Level
 from .model import Policy, Rule
@@ -54,6 +55,8 @@ class _Call:
         self.ask = ask
         self.paths = [(normalize(p.requested), normalize(p.resolved)) for p in req.paths]
         self.bash: BashClassification | None = None
+        # Names in the call's env that made it dangerous.
+        self.environment: list[str] = []
         self.reasons: list[str] = []
         self.need = ACCESS_GRANT_LEVEL[req.access]
 
@@ -78,7 +81,11 @@ class PolicyEngine:
         approval is denied instead of asked about (the caller decides again, asking)."""
         call = _Call(req, ask)
         decision = await self._decide(call)
-        if call.bash is not None and call.bash.segments:
+        if call.environment:
+            # The environment decided: the audit preview keeps it in view, however long the command.
+            shown = " ".join(f"{name}={req.env[name]}" for name in call.environment)
+            decision = decision.model_copy(update={"decisive": f"env {shown}"})
+        elif call.bash is not None and call.bash.segments:
             # The part of the command that set its level, for a preview of a long command.
             top = max(seg.level for seg in call.bash.segments)
             decisive = next(seg.text for seg in call.bash.segments if seg.level == top)
@@ -108,7 +115,10 @@ class PolicyEngine:
             # A long line takes long to analyse: off the event loop, so other sessions' calls go on.
             long = len(req.command) > INLINE_CLASSIFY_CHARS
             call.bash = await anyio.to_thread.run_sync(classify) if long else classify()
-            level = call.bash.level
+            if req.level_is_floor and call.bash.level < level:
+                call.reasons.append(f"{req.tool_alias or req.tool} is declared {level}: its command cannot lower that")
+            else:
+                level = call.bash.level
             call.reasons.extend(call.bash.reasons)
             if not req.kernel_confines and level < Level.DANGEROUS:
                 level = Level.DANGEROUS
@@ -121,6 +131,12 @@ class PolicyEngine:
                     call.reasons,
                     destructive=call.bash.destructive,
                 )
+
+        environment = environment_reasons(req.env)
+        if environment:
+            level = Level.DANGEROUS
+            call.reasons.extend(reason for _, reason in environment)
+            call.environment = [name for name, _ in environment]
 
         if (req.access == "read" or req.reads) and level < Level.DANGEROUS:
             linked = [path for path in req.paths if path.links > 1]
@@ -330,6 +346,7 @@ class PolicyEngine:
             rule=rule,
             reasons=call.reasons,
             command=req.command,
+            env={name: redact_text(value) for name, value in req.env.items()},
             paths=[resolved for _, resolved in call.paths],
             domain=req.domain,
             access=req.access,

@@ -94,7 +94,7 @@ class Policy(BaseModel):
     workspace_roots: list[str] = Field(default_factory=lambda: list(DEFAULT_WORKSPACE_ROOTS))
     secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
     secret_exceptions: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_EXCEPTIONS))
-    # Writes to these paths count as dangerous (they can make git run code).
+    # Writes to these paths count as dangerous: git, shells and other programs run what they say.
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
     # Hosts a tool may send requests to (web_fetch) without approval: "example.com" covers its
     # subdomains too. Anything else leaves the host as data (the URL, its query) and is dangerous.

@@ -54,12 +54,27 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 # Writing these turns later "read-only" git commands into code execution (hooks, fsmonitor,
 # pager, filters), so a write to them counts as dangerous. ".git" itself covers copying or
 # moving a directory over it; .husky and .githooks are the usual core.hooksPath targets.
+#
+# The same for what other programs read at start and act on, since the agent's home is a
+# writable root and a later unconfined command (an approved one, a harness's test run) would
+# run it: shell start-up files, editors' and pagers' settings, Python's site hooks (.pth,
+# sitecustomize, usercustomize), package managers' run settings, ssh and credential helpers,
+# and the home's configuration and user site as a whole (~/.local/bin is on a login PATH).
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git",
     ".git/**",
     ".gitconfig",
     ".husky/**",
     ".githooks/**",
+    ".config/git",
+    ".config/git/**",
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc",
+    ".inputrc", ".vimrc", ".exrc", ".lesskey", ".pythonrc", ".npmrc", ".yarnrc", ".yarnrc.yml",
+    ".curlrc", ".wgetrc", ".hgrc",
+    "*.pth", "sitecustomize.py", "usercustomize.py",
+    ".ssh", ".ssh/**", ".gnupg", ".gnupg/**", ".docker", ".docker/**", ".kube", ".kube/**", ".aws", ".aws/**",
+    "/home/*/.config", "/home/*/.config/**", "/home/*/.local", "/home/*/.local/**",
 )
 
 

@@ -24,7 +24,7 @@ from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
 from caisson.tools.search.grep import GrepReply
-from caisson.tools.text import glob_regex, op_errors
+from caisson.tools.text import glob_regex, op_errors, shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -165,7 +165,7 @@ def _present_list(result: ToolResult, args: ListDirectoryArgs) -> ToolResult:
     if not result.ok:
         return result
     lines = [
-        f"d {e['name']}" if e["type"] == "dir" else f"f {e['name']}  ({e['size']} bytes)"
+        f"d {shown_name(e['name'])}" if e["type"] == "dir" else f"f {shown_name(e['name'])}  ({e['size']} bytes)"
         for e in result.data["entries"]
     ]
     body = "\n".join(lines) if lines else "(empty directory)"
@@ -243,7 +243,7 @@ async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         total = sum(n for path, n in zip(counted.paths, counted.counts, strict=True) if path not in linked)
         shown = await _daemon_grep(ctx, {**base, "mode": "content", "max_total": args.max_results}, blob)
         lines = [
-            f"{f.path}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files if f.nlink <= 1 for h in f.matches
+            f"{shown_name(f.path)}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files if f.nlink <= 1 for h in f.matches
         ][: args.max_results]
     if not lines:
         return ToolResult.success("No matches found.", {"total": 0, "matches": []})
@@ -306,7 +306,8 @@ def _present_find(result: ToolResult, args: FindFilesArgs) -> ToolResult:
     shown = files[: args.max_results]
     # The structured result (MCP's structuredContent) says what the text says.
     data = {"files": shown, "total": total, "truncated": total > args.max_results}
-    return result.model_copy(update={"text": header + ":\n" + "\n".join(shown), "data": data})
+    text = header + ":\n" + "\n".join(shown_name(f) for f in shown)
+    return result.model_copy(update={"text": text, "data": data})
 
 
 # ---- the profile ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.profiles.hooks import hook_tool
 from caisson.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
-from caisson.tools.text import glob_regex, op_errors
+from caisson.tools.text import glob_regex, op_errors, shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -134,13 +134,13 @@ def _present_code_search(result: ToolResult, args: CodeSearchArgs) -> ToolResult
     root = args._root
     if args.mode == "glob":
         matches = [
-            {"file": posixpath.relpath(f, root), "line": 0, "column": 0, "content": "", "context": []}
+            {"file": shown_name(posixpath.relpath(f, root)), "line": 0, "column": 0, "content": "", "context": []}
             for f in result.data["files"]
         ]
     else:
         matches = [
             {
-                "file": posixpath.relpath(m["path"], root),
+                "file": shown_name(posixpath.relpath(m["path"], root)),
                 "line": m["line"],
                 "column": m["column"],
                 "content": m["text"],
@@ -246,7 +246,8 @@ async def _file_list(ctx: ToolContext, args: FileListArgs) -> ToolResult:
             entries.append({"path": path, "type": "directory"})
         else:
             entries.append({"path": path, "type": "file", "sizeBytes": size})
-    return ToolResult.success(_dumps(entries), entries)
+    shown = [{**entry, "path": shown_name(entry["path"])} for entry in entries]
+    return ToolResult.success(_dumps(shown), entries)
 
 
 FILE_LIST = Tool(
@@ -568,7 +569,7 @@ def build() -> Profile:
     def add(name: str, canonical: str | Tool, model: type[ToolInput], level: Level, snippet: str, **kw: Any) -> None:
         tool = REGISTRY[canonical] if isinstance(canonical, str) else canonical
         profile.add(
-            ProfileTool(name=name, canonical=tool, input_model=model, level=level, snippet=snippet,
+            ProfileTool(name=name, canonical=tool, input_model=model, level=level, level_is_floor=True, snippet=snippet,
                         description=snippet, **kw)
         )
 

@@ -32,6 +32,7 @@ from caisson.policy.paths import is_secret
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.profiles.hooks import hook_tool
 from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
+from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -306,7 +307,7 @@ class GlobArgs(ToolInput):
 def _present_glob(result: ToolResult, args: GlobArgs) -> ToolResult:
     if not result.ok:
         return error(result, _message(result))
-    return done(result, {"files": result.data["files"], "remaining": result.data["remaining"]})
+    return done(result, {"files": [shown_name(f) for f in result.data["files"]], "remaining": result.data["remaining"]})
 
 
 class GrepArgs(ToolInput):
@@ -338,7 +339,7 @@ def _present_grep(result: ToolResult, args: GrepArgs) -> ToolResult:
     lines = []
     for m in matches[:GREP_TOTAL]:
         path = posixpath.relpath(m["path"], args._base) if args._base else m["path"]
-        line = f"{path}:{m['line']}: {m['text']}"
+        line = f"{shown_name(path)}:{m['line']}: {m['text']}"
         lines.append(line[:GREP_LINE] + "..." if len(line) > GREP_LINE else line)
     return done(result, lines)
 

@@ -43,6 +43,9 @@ class ProfileTool:
     snippet: str = ""
     guidelines: tuple[str, ...] = ()
     level: Level | None = None
+    # The specification declares ``level`` for the tool: a command's classification may raise
+    # it, never lower it (AgentLoop's shell and code_run are dangerous whatever they run).
+    level_is_floor: bool = False
     aliases: tuple[str, ...] = ()
 
     @property

@@ -24,6 +24,7 @@ from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 from caisson.tools.search.grep import GrepReply
+from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -163,7 +164,8 @@ class ListFilesArgs(ToolInput):
 async def _list_files(ctx: ToolContext, args: ListFilesArgs) -> ToolResult:
     files = await known_files(ctx)
     value = {"files": sorted(to_agent(ctx, f) for f in files)}
-    return ToolResult.success(json.dumps(value, ensure_ascii=False), value)
+    shown = {"files": [shown_name(f) for f in value["files"]]}
+    return ToolResult.success(json.dumps(shown, ensure_ascii=False), value)
 
 
 LIST_FILES = Tool(
@@ -234,7 +236,8 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
             for h in f.matches
         ]
     value = {"matches": matches, "files_scanned": len(files)}
-    return ToolResult.success(json.dumps(value, ensure_ascii=False), value)
+    shown = {**value, "matches": [{**m, "path": shown_name(m["path"])} for m in matches]}
+    return ToolResult.success(json.dumps(shown, ensure_ascii=False), value)
 
 
 GREP_FILES = Tool(

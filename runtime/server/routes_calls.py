@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
-from caisson.client import archive
 from caisson.client.models import TaskInfo
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from caisson.logs import get_logger
@@ -84,10 +83,11 @@ async def copy_in(live: LiveSession, request: Request, dest: Path) -> None:
 
 @router.get("/sessions/{session_id}/copy-out", response_class=StreamingResponse, responses=BYTES_REPLY)
 async def copy_out(live: LiveSession, path: Path) -> StreamingResponse:
-    """A container file or directory as a tar stream, archived as the agent user."""
+    """A container file or directory as a tar stream, archived as the agent user: beneath the
+    workspace roots, secret files left out (a tenant is never given include_secrets)."""
     if not (await live.agent.stat(path)).exists:
         raise OpError("not_found", f"{path} does not exist in the session")
-    return StreamingResponse(await _primed(archive.copy_out(live.agent, path)), media_type="application/x-tar")
+    return StreamingResponse(await _primed(live.session.copy_out(path)), media_type="application/x-tar")
 
 
 @router.post("/sessions/{session_id}/tasks", status_code=status.HTTP_201_CREATED)

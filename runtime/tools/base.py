@@ -84,6 +84,10 @@ class Tool:
     # Which arguments name container paths, and which a shell command, for the policy.
     paths: Callable[[Any], list[str]] = field(default=lambda args: [])
     command: Callable[[Any], str | None] = field(default=lambda args: None)
+    # The environment the call gives its command, and the directory it runs in (given the
+    # session's workdir, for a tool whose default is that rather than the shell's directory).
+    env: Callable[[Any], dict[str, str] | None] = field(default=lambda args: None)
+    cwd: Callable[[Any, str], str | None] = field(default=lambda args, workdir: None)
     # Which argument is a URL the host will request (data leaving), for the policy.
     url: Callable[[Any], str | None] = field(default=lambda args: None)
     description: str = ""
@@ -112,6 +116,8 @@ def tool(
     guidelines: tuple[str, ...] = (),
     paths: Callable[[Any], list[str]] | None = None,
     command: Callable[[Any], str | None] | None = None,
+    env: Callable[[Any], dict[str, str] | None] | None = None,
+    cwd: Callable[[Any, str], str | None] | None = None,
     url: Callable[[Any], str | None] | None = None,
     prefetch: int = 0,
     plain: bool = False,
@@ -133,6 +139,8 @@ def tool(
             guidelines=guidelines,
             paths=paths or (lambda args: []),
             command=command or (lambda args: None),
+            env=env or (lambda args: None),
+            cwd=cwd or (lambda args, workdir: None),
             url=url or (lambda args: None),
             prefetch=prefetch,
             plain=plain,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,14 +23,37 @@ from caisson.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, FindReply, 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
 
+# git runs hermetically: no system, global or XDG configuration (the agent's home is a
+# writable root), no system attributes, no prompts, pagers or editors.
 GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
     "GIT_PAGER": "cat",
     "PAGER": "cat",
     "GIT_EDITOR": "true",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_OPTIONAL_LOCKS": "0",
     "LC_ALL": "C",
 }
+# Command-line configuration outranks the repository's own and reaches every git it starts:
+# no hooks, no fsmonitor, no signing program, no credential helper, no ext:: transport, no
+# directory that merely looks like a bare repository, no submodule's own configuration.
+GIT_CONFIG = (
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat", "core.editor=true",
+    "sequence.editor=true", "commit.gpgSign=false", "tag.gpgSign=false", "credential.helper=",
+    "protocol.ext.allow=never", "safe.bareRepository=explicit", "diff.ignoreSubmodules=all",
+    "submodule.recurse=false", "gc.auto=0", "maintenance.auto=false",
+)
+GIT = ("git", *(arg for setting in GIT_CONFIG for arg in ("-c", setting)))
+# Repository settings that make git run a program the command line cannot switch off one by
+# one (drivers are named by .gitattributes): a git tool refuses such a repository.
+EXECUTING_CONFIG = re.compile(
+    r"(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|merge\..+\.driver|diff\.external|"
+    r"core\.worktree|core\.gitproxy|core\.sshcommand|core\.askpass|remote\..+\.(?:uploadpack|receivepack)|"
+    r"trailer\..+\.(?:command|cmd))"
+)
 DIFF_MAX = 1024 * 1024
 # Secret files git_diff compares contents with, at most (found below the repository's top).
 SECRET_SCAN_LIMIT = 10_000
@@ -38,6 +62,9 @@ FIELD = "\x1f"
 # stderr fragments -> (code, message); first match wins. LC_ALL=C keeps them in English.
 ERRORS: list[tuple[str, str, str]] = [
     ("not a git repository", "not_a_repository", "{repo} is not a git repository"),
+    ("cannot use bare repository", "bare_repository_refused",
+     "git tools do not use {repo}: it looks like a bare repository, whose configuration the agent may have "
+     "written; name the repository's working tree instead"),
     ("dubious ownership", "unsafe_repository", "git refuses {repo}: the repository belongs to another user"),
     ("please tell me who you are", "identity_missing",
      "git needs an author identity: set user.name and user.email (git config) in the repository"),
@@ -84,9 +111,33 @@ def git_error(res: ExecResult, repo: str) -> ToolError:
 async def run_git(
     ctx: ToolContext, repo: str, *argv: str, timeout: float = 60.0, stdout_max: int = DIFF_MAX
 ) -> ExecResult:
+    await refuse_executing_config(ctx, repo)
+    return await _git(ctx, repo, argv, timeout, stdout_max)
+
+
+async def refuse_executing_config(ctx: ToolContext, repo: str) -> None:
+    """Refuse (once per call and repository) a repository whose configuration, its includes
+    among it, asks git to run a program: that needs the agent's bash and its approval."""
+    checked = (ctx.call_id, repo)
+    if ctx.state.get("git_config_checked") == checked:
+        return
+    res = await _git(ctx, repo, ("config", "--list", "-z", "--includes"), 30.0, DIFF_MAX)
+    for entry in res.stdout.split("\0") if res.exit_code == 0 else []:
+        key, _, value = entry.partition("\n")
+        if value.strip() and EXECUTING_CONFIG.fullmatch(key.lower()):
+            raise ToolError(
+                "repository_config_runs_programs",
+                f"the repository's configuration sets {key} = {value.strip()[:200]!r}, which makes git run a "
+                "program; git tools refuse such a repository. Remove the setting, or run git through bash "
+                "(which needs approval).",
+            )
+    ctx.state["git_config_checked"] = checked
+
+
+async def _git(ctx: ToolContext, repo: str, argv: tuple[str, ...], timeout: float, stdout_max: int) -> ExecResult:
     try:
         return await ctx.client.exec(
-            ["git", *argv], cwd=repo, env=GIT_ENV, timeout=timeout, stdout_max=stdout_max, stderr_max=64 * 1024
+            [*GIT, *argv], cwd=repo, env=GIT_ENV, timeout=timeout, stdout_max=stdout_max, stderr_max=64 * 1024
         )
     except OpError as exc:
         if exc.code == "cwd_not_found":
@@ -380,7 +431,9 @@ async def _secret_blobs(ctx: ToolContext, top: str) -> set[str]:
     return set(res.stdout.split()) - {EMPTY_BLOB, "-"}
 
 
-_HASH_EACH = 'while IFS= read -r p; do git hash-object --no-filters -- "$p" 2>/dev/null || echo -; done'
+_HASH_EACH = (
+    f'while IFS= read -r p; do {shlex.join(GIT)} hash-object --no-filters -- "$p" 2>/dev/null || echo -; done'
+)
 
 
 class GitCommitInput(RepoInput):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from difflib import SequenceMatcher
@@ -75,6 +76,32 @@ def encode(text: str) -> bytes:
 def printable(text: str) -> str:
     """``text`` with undecodable bytes shown as U+FFFD, safe for JSON."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+# Characters a terminal or a reader would act on or misread in a name: controls (newlines among
+# them), bidi overrides and other invisible format characters, separators other than the space.
+_UNSEEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs", "Co", "Cs"})
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def shown_name(name: str) -> str:
+    """A file name as listings and search results show it: what could make it look like another
+    name, or like more than one line, written as an escape (``\\n``, ``\\u202e``; an undecodable
+    byte as ``\\xff``; a backslash doubled, so that no name can pass for another's escape)."""
+    if name.isprintable() and "\\" not in name:
+        return name
+    out = []
+    for c in name:
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, kept by surrogateescape
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif c in _NAMED:
+            out.append(_NAMED[c])
+        elif c != " " and unicodedata.category(c) in _UNSEEN:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def split_lines(text: str) -> list[str]:

@@ -243,7 +243,11 @@ async def test_racing_agent_and_links_land_nothing(rt: Runtime, tmp_path: Path, 
             root = await s.exec(f"cp /bin/true /workspace/out/suid && chmod 4755 /workspace/out/suid && ln -s {arena.abs} /workspace/out/rootlink", user="root")
             assert root.exit_code == 0, root.stderr
             racer = await s.spawn(RACER.format(abs=arena.abs))
-            tried, landed = await attack_copies(arena, 12, lambda i: s.copy_out_to("/workspace/out", arena.dest / str(i)))
+            # include_secrets: the whole archive, hard links among it (the default leaves out files
+            # with other names, since one may be a secret's; tests/security/test_host_reads.py).
+            tried, landed = await attack_copies(
+                arena, 12, lambda i: s.copy_out_to("/workspace/out", arena.dest / str(i), include_secrets=True)
+            )
             await s.task_signal(racer.task_id)
         copied = arena.dest / "0"
         assert (copied / "sub" / "file").read_text() == "data\n"

@@ -21,7 +21,7 @@ from .parser import Simple, parse
 from .places import Places
 from .programs import DOWNLOADERS, INTERPRETERS, STD_BIN_DIRS, VERSION_PROBES
 from .result import BashSegment
-from .variables import SENSITIVE_VAR_RE, evaluates_subscript
+from .variables import evaluates_subscript, sensitive_var
 
 _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 # No real command line has this many commands; past it, analysis stops (dangerous).
@@ -126,7 +126,7 @@ class Analyzer:
             return
         hit = self.places.protected_path(word)
         if hit is not None:
-            self._note(seg, _D, f"{what} {hit}, which can make git run code")
+            self._note(seg, _D, f"{what} {hit}, which programs read at start and may run code from (a protected path)")
             return
         self._note(seg, _C, f"{what} the workspace")
 
@@ -185,7 +185,7 @@ class Analyzer:
             self.redirection(r)
         if s.kind == "for":
             var = s.assigns[0].raw
-            if SENSITIVE_VAR_RE.fullmatch(var):
+            if sensitive_var(var):
                 self.effect(_D, f"the loop sets {var}, which changes what later commands run")
             return
         for w in s.assigns:
@@ -206,7 +206,7 @@ class Analyzer:
         name = m.group(1)
         if m.group(2):
             self.effect(_D, f"array element assignment {name}[…] evaluates its subscript")
-        elif SENSITIVE_VAR_RE.fullmatch(name):
+        elif sensitive_var(name):
             self.effect(_D, f"sets {name}, which changes what later commands run")
 
     def redirection(self, r: Redir) -> None:

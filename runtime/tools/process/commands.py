@@ -102,11 +102,13 @@ def _run_code_command(a: RunCodeInput) -> str:
     access="execute",
     snippet="Run a command or a script file (interpreter from its extension); returns stdout, stderr, exit code",
     command=_run_code_command,
+    env=lambda a: a.env,
+    cwd=lambda a, workdir: a.cwd,
     paths=lambda a: [p for p in (a.cwd, a.file and posixpath.join(a.cwd or ".", a.file)) if p],
 )
 async def run_code(ctx: ToolContext, args: RunCodeInput) -> ToolResult:
     cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
-    env = check_env(args.env)
+    env = check_env(args.env, ctx)
     if args.mode == "file":
         path = posixpath.normpath(posixpath.join(cwd, args.file or ""))
         ext = posixpath.splitext(path)[1].lower()
@@ -159,6 +161,9 @@ async def _workspace_dir(ctx: ToolContext, cwd: str | None) -> str:
     access="execute",
     snippet="Run one executable with arguments, without a shell; returns stdout, stderr, exit code",
     command=lambda a: a.command,
+    env=lambda a: a.env,
+    # Relative to the workspace root, which is also its default.
+    cwd=lambda a, workdir: posixpath.join(workdir, a.cwd or "."),
 )
 async def exec_(ctx: ToolContext, args: ExecInput) -> ToolResult:
     problem = check_exec_metacharacters(args.command)
@@ -167,4 +172,4 @@ async def exec_(ctx: ToolContext, args: ExecInput) -> ToolResult:
     reject_destructive(args.command)
     argv = _split(args.command)
     cwd = await _workspace_dir(ctx, args.cwd)
-    return await _run(ctx, argv, cwd, check_env(args.env), args.timeout)
+    return await _run(ctx, argv, cwd, check_env(args.env, ctx), args.timeout)

@@ -154,11 +154,29 @@ def clamp_timeout(value: float | None) -> float:
     return min(MAX_TIMEOUT, max(MIN_TIMEOUT, float(value)))
 
 
-def check_env(env: dict[str, str] | None) -> dict[str, str]:
+# Below dangerous, git takes no directory that merely looks like a bare repository (one the
+# agent may have made, or whose config it may have written, as ordinary workspace files) for
+# a repository, and runs no fsmonitor: command-line scope, above every configuration file.
+# An agent that unsets them, or passes GIT_* itself, is dangerous (the policy's environment rules).
+GIT_GUARD = {
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_0": "safe.bareRepository",
+    "GIT_CONFIG_VALUE_0": "explicit",
+    "GIT_CONFIG_KEY_1": "core.fsmonitor",
+    "GIT_CONFIG_VALUE_1": "false",
+}
+
+
+def check_env(env: dict[str, str] | None, ctx: ToolContext | None = None) -> dict[str, str]:
+    """The call's env, names checked; with ``ctx``, and the call decided below dangerous, the
+    git guard added (the agent's own GIT_* names made the call dangerous)."""
     env = env or {}
     for name in env:
         if not ENV_NAME.fullmatch(name):
             raise ToolError("invalid_env", f"invalid environment variable name {name!r}")
+    confinement = ctx.client.confinement if ctx is not None else None
+    if confinement is not None and confinement.level != "dangerous":
+        return {**GIT_GUARD, **env}
     return env
 
 
@@ -322,11 +340,13 @@ async def _exec_with_cwd_fallback(
         "Prefer the file and search tools over cat/sed/grep for reading and editing files.",
     ),
     command=lambda a: a.command,
+    env=lambda a: a.env,
+    cwd=lambda a, workdir: a.working_dir,
     paths=lambda a: [a.working_dir] if a.working_dir else [],
 )
 async def bash(ctx: ToolContext, args: BashInput) -> ToolResult:
     reject_destructive(args.command)
-    env = check_env(args.env)
+    env = check_env(args.env, ctx)
     stateless = ctx.config.stateless_bash if args.stateless is None else args.stateless
     explicit = args.working_dir is not None
     cwd = ctx.resolve(args.working_dir or "") if explicit else (ctx.config.workdir if stateless else ctx.cwd)

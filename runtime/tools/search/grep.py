@@ -26,7 +26,7 @@ from caisson.errors import DaemonProtocolError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 from caisson.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
-from caisson.tools.text import GitGlob, op_errors
+from caisson.tools.text import GitGlob, op_errors, shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -336,7 +336,7 @@ async def _python_file_list(
 def _format_content(prefix: str, reply: GrepReply, line_numbers: bool, with_context: bool) -> list[str]:
     out: list[str] = []
     for file in reply.files:
-        path = prefix + file.path
+        path = shown_name(prefix + file.path)
         rows: dict[int, tuple[str, str]] = {}
         for hit in file.matches:
             for n, text in hit.before + hit.after:
@@ -383,12 +383,12 @@ async def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
         "timed_out": reply.timed_out,
     }
     if args.output_mode == "files_with_matches":
-        lines = [prefix + path for path in reply.paths]
-        data["files"] = lines
+        data["files"] = [prefix + path for path in reply.paths]
+        lines = [shown_name(path) for path in data["files"]]
         unit = "files"
     elif args.output_mode == "count":
         counted = list(zip(reply.paths, reply.counts, strict=True))
-        lines = [f"{prefix}{path}:{count}" for path, count in counted]
+        lines = [f"{shown_name(prefix + path)}:{count}" for path, count in counted]
         data["counts"] = [{"path": prefix + path, "count": count} for path, count in counted]
         unit = "files"
     else:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 from caisson.errors import DaemonProtocolError, OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
-from caisson.tools.text import GitGlob, glob_regex, human_size, op_errors, permissions
+from caisson.tools.text import GitGlob, glob_regex, human_size, op_errors, permissions, shown_name
 
 if TYPE_CHECKING:
     from caisson.client.models import DirEntry, WalkEntry, WalkResult
@@ -149,9 +149,9 @@ def _is_dir(entry: DirEntry, link_dirs: set[str]) -> bool:
 
 def _long_line(entry: DirEntry, is_dir: bool) -> str:
     when = datetime.fromtimestamp(entry.mtime, UTC).strftime("%b %d %H:%M")
-    name = entry.name + ("/" if is_dir else "")
+    name = shown_name(entry.name) + ("/" if is_dir else "")
     if entry.type == "symlink":
-        name += f" -> {entry.target}"
+        name += f" -> {shown_name(entry.target or '')}"
     return f"{permissions(entry.mode)} {human_size(entry.size):>8} {when} {name}"
 
 
@@ -215,7 +215,7 @@ async def ls(ctx: ToolContext, args: LsInput) -> ToolResult:
     if args.long_format:
         lines = [_long_line(e, _is_dir(e, link_dirs)) for e in shown]
     else:
-        lines = [e.name + ("/" if _is_dir(e, link_dirs) else "") for e in shown]
+        lines = [shown_name(e.name) + ("/" if _is_dir(e, link_dirs) else "") for e in shown]
     truncation = None
     if total > args.limit:
         lines.append(f"\n... and {total - args.limit} more entries (showing {args.limit}/{total})")
@@ -370,7 +370,7 @@ async def glob(ctx: ToolContext, args: GlobInput) -> ToolResult:
     if not files:
         text = f"No files found matching pattern '{args.pattern}' in '{root}'"
     else:
-        text = "\n".join(files)
+        text = "\n".join(shown_name(f) for f in files)
         if remaining:
             text += f"\n\n... and {remaining} more files (showing {len(files)}/{total})"
     if incomplete:

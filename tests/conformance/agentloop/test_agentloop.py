@@ -317,3 +317,32 @@ async def test_web_fetch_example(s: Session, page_url: str) -> None:
     assert value["title"] == "Example Article" and "Content here." in value["markdown"]
     assert value["truncated"] is False and value["originalLength"] == len(value["markdown"])
     assert set(value) <= {"url", "title", "markdown", "byline", "excerpt", "originalLength", "truncated"}
+
+
+async def test_declared_levels_are_a_floor(rt: Runtime) -> None:
+    """004 code_run and shell: "Permission: dangerous"; "dangerous | Requires interactive
+    confirmation unless AUTO_APPROVE_ALL=true". However harmless the command, a call of them is
+    dangerous: without an approver (and without AUTO_APPROVE_ALL) it is not run."""
+    async with rt.session(profile="agentloop") as session:
+        calls = [("shell", {"command": "echo hi"}), ("code_run", {"mode": "command", "command": "echo hi"}),
+                 ("code_run", {"mode": "command", "command": "ls"}), ("shell", {"command": "pwd"})]
+        results = [await session.call(name, args) for name, args in calls]
+        # A declared level the classifier can raise: a safe tool's protected write still asks.
+        protected = await session.call("file-write", {"path": ".git/hooks/pre-commit", "content": "x"})
+    for result in results:
+        assert result.level is Level.DANGEROUS and result.decision == "denied", result
+        assert "hi\\n" not in result.text
+    assert protected.level is Level.DANGEROUS and protected.decision == "denied"
+
+
+@pytest.mark.parametrize(
+    ("expression", "shown"),
+    [("5! + sqrt(16)", "124"), ("2^3!", "64"), ("10 mod 4", "2"), ("2 pi", "6.283185307179586"),
+     ("[1, 2; 3, 4] * [1; 1]", "[[3], [7]]"), ("det([2, 0; 0, 3])", "6"), ("3 > 2 and not false", "true"),
+     ("sqrt(16) + abs(-2) * 2^2", "12"), ("e^0 + cos(0)", "2")],
+)
+async def test_calculate_mathjs_syntax(s: Session, expression: str, shown: str) -> None:
+    """004 calculate: "Evaluates a mathematical expression using mathjs. Safe — does not use eval."
+    mathjs's syntax: factorial, ^, mod, implicit multiplication, functions, constants, matrices."""
+    r = await s.call("calculate", {"expression": expression})
+    assert r.ok and r.text == f"Result of {expression}: {shown}", r.text

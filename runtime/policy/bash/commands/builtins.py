@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ...levels import Level
 from ..argv import getopt
 from ..lexer import ASSIGN_RE, NAME_RE, Word
-from ..variables import SENSITIVE_VAR_RE, evaluates_subscript, plain_name
+from ..variables import evaluates_subscript, plain_name, sensitive_var
 from .registry import register
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ _S, _C, _D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 def _h_printf(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     if args and args[0].value == "-v":
         target = args[1] if len(args) > 1 else None
-        if target is None or target.value is None or SENSITIVE_VAR_RE.fullmatch(target.value) or not NAME_RE.fullmatch(target.value):
+        if target is None or target.value is None or sensitive_var(target.value) or not NAME_RE.fullmatch(target.value):
             a.note(seg, _D, "printf -v assigns a sensitive or computed variable")
             return
     elif args and not args[0].static:
@@ -35,7 +35,7 @@ def _h_printf(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
 def _h_read(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
     argv = getopt(args, "adinNptu")
     names = argv.operands + argv.values("-a")
-    if argv.unsure or any(not plain_name(w) or SENSITIVE_VAR_RE.fullmatch(w.value or "") for w in names):
+    if argv.unsure or any(not plain_name(w) or sensitive_var(w.value or "") for w in names):
         a.note(seg, _D, "read assigns a sensitive, computed or subscripted variable (a subscript runs code)")
         return
     a.note(seg, _S, "read: sets shell variables")
@@ -57,6 +57,9 @@ def _h_unset(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             continue
         if not plain_name(w):
             a.note(seg, _D, "unset of a subscripted or computed name (the subscript is evaluated)")
+            return
+        if (w.value or "").startswith("GIT_"):
+            a.note(seg, _D, f"unset {w.value}: removes a git setting the sandbox gives commands")
             return
     a.note(seg, _S, "unset: removes shell variables")
 
@@ -91,7 +94,7 @@ def _h_declare(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             if m is None or m.group(2):
                 a.note(seg, _D, f"{name}: an argument computed at run time")
                 return
-            if SENSITIVE_VAR_RE.fullmatch(m.group(1)):
+            if sensitive_var(m.group(1)):
                 a.note(seg, _D, f"{name} sets {m.group(1)}, which changes what later commands run")
                 return
             continue
@@ -106,7 +109,7 @@ def _h_declare(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         if not NAME_RE.fullmatch(var):
             a.note(seg, _D, f"{name}: assigns something other than a plain variable")
             return
-        if SENSITIVE_VAR_RE.fullmatch(var):
+        if sensitive_var(var):
             a.note(seg, _D, f"{name} sets {var}, which changes what later commands run")
             return
     a.note(seg, _S, f"{name}: sets shell variables")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...levels import Level
 from ..lexer import ASSIGN_RE, Word
 from ..programs import SHELLS
-from ..variables import SENSITIVE_VAR_RE
+from ..variables import sensitive_var
 from .registry import register
 
 if TYPE_CHECKING:
@@ -76,12 +76,17 @@ def _h_env(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
         if v is None:
             a.note(seg, _D, "env: an argument computed at run time")
             return
-        if v in ("-i", "--ignore-environment", "-0", "--null", "-"):
+        if v in ("-i", "--ignore-environment", "-"):
+            a.note(seg, _D, "env -i: runs the command without the environment the sandbox gives it (git's guard among it)")
+            return
+        if v in ("-0", "--null"):
             i += 1
-        elif v in ("-u", "--unset"):
-            i += 2
-        elif v.startswith("--unset=") or (v.startswith("-u") and len(v) > 2):
-            i += 1
+        elif v in ("-u", "--unset") or v.startswith("--unset=") or (v.startswith("-u") and len(v) > 2):
+            unset = args[i + 1].value if v in ("-u", "--unset") and i + 1 < len(args) else v.partition("=")[2] or v[2:]
+            if unset is None or sensitive_var(unset):
+                a.note(seg, _D, f"env -u {unset}: removes a variable the sandbox or the session relies on")
+                return
+            i += 2 if v in ("-u", "--unset") else 1
         elif v == "--":
             i += 1
             break
@@ -90,7 +95,7 @@ def _h_env(a: Analyzer, seg: Seg, name: str, args: list[Word]) -> None:
             return
         elif ASSIGN_RE.match(v):
             var = ASSIGN_RE.match(v).group(1)  # type: ignore[union-attr]
-            if SENSITIVE_VAR_RE.fullmatch(var):
+            if sensitive_var(var):
                 a.note(seg, _D, f"env sets {var}, which changes what the command runs")
             i += 1
         else:
