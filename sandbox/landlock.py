@@ -70,13 +70,16 @@ class Confine(NamedTuple):
     level: str
     write_roots: Tuple[str, ...]
     network: bool
+    # Whether the command may change modes, owners, times and extended attributes
+    # (Landlock cannot say; ``seccomp`` forbids them where not). By default only below safe.
+    metadata: bool = True
 
 
 def parse_confine(value: Any) -> Optional[Confine]:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network}")
+        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network, metadata}")
     level = value.get("level")
     if level not in LEVELS:
         raise DaemonError("bad_request", "confine.level must be one of %s" % ", ".join(LEVELS))
@@ -86,7 +89,10 @@ def parse_confine(value: Any) -> Optional[Confine]:
     network = value.get("network", False)
     if not isinstance(network, bool):
         raise DaemonError("bad_request", "confine.network must be a boolean")
-    return Confine(level, tuple(roots), network)
+    metadata = value.get("metadata", level != "safe")
+    if not isinstance(metadata, bool):
+        raise DaemonError("bad_request", "confine.metadata must be a boolean")
+    return Confine(level, tuple(roots), network, metadata)
 
 
 def _call(number: int, *args: Any) -> int:

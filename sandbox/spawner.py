@@ -35,7 +35,7 @@ import socket
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from . import clone_request, landlock, syscalls
+from . import clone_request, landlock, seccomp, syscalls
 from .errors import DaemonError, from_oserror
 from .spawn import Spec
 
@@ -70,6 +70,19 @@ def exec_paths(spec: Spec) -> List[str]:
     if "/" in name:
         return [name]
     return [os.path.join(d, name) for d in os.get_exec_path(spec.env)]
+
+
+def command_filter(spec: Spec) -> bytes:
+    """The seccomp program the command runs under: no metadata changes where its confinement
+    allows none (see ``seccomp``)."""
+    confine = spec.confine
+    if confine is None or confine.metadata:
+        return b""
+    if not seccomp.METADATA_FILTER:
+        raise DaemonError(
+            "permission_denied", "no seccomp filter for %s: cannot run a command at level safe" % os.uname().machine
+        )
+    return seccomp.METADATA_FILTER
 
 
 def credentials(spec: Spec, marker: Optional[int] = None) -> Optional[Tuple[int, int, List[int]]]:
@@ -138,7 +151,9 @@ class Spawner:
         for attempt in (0, 1):
             pid, clone = self._take()
             marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
-            data = clone_request.encode(spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given)
+            data = clone_request.encode(
+                spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given, command_filter(spec)
+            )
             try:
                 sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
                 if sent < len(data):
@@ -400,6 +415,9 @@ def _child(sock: socket.socket, devnull: int) -> None:
             stage = STAGE_CONFINE
             landlock.restrict_self(ruleset)  # before the ids change: none of it runs unconfined
             os.close(ruleset)
+        if request.filter:
+            stage = STAGE_CONFINE
+            seccomp.install(request.filter)
         if request.ids is not None:
             stage = STAGE_CREDS
             uid, gid, groups = request.ids

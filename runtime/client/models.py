@@ -42,6 +42,9 @@ class Confinement(BaseModel):
     level: Literal["safe", "cautious", "dangerous"] = "safe"
     write_roots: tuple[str, ...] = ()
     network: bool = False
+    # Whether commands may change modes, owners, times and extended attributes (a seccomp
+    # filter in the daemon forbids them where not); None: all but safe may.
+    metadata: bool | None = None
 
     def writable(self, *dirs: str) -> Confinement:
         """The same, plus writes beneath ``dirs``: a tool's own bookkeeping (the shell's saved
@@ -50,10 +53,15 @@ class Confinement(BaseModel):
             return self
         roots = None if self.roots is None else (*self.roots, *dirs)
         write_roots = dirs if self.level == "safe" else (*self.write_roots, *dirs)
-        return self.model_copy(update={"level": "cautious", "write_roots": write_roots, "roots": roots})
+        # A safe command kept writable for bookkeeping still changes no metadata.
+        metadata = False if self.level == "safe" else self.metadata
+        return self.model_copy(
+            update={"level": "cautious", "write_roots": write_roots, "roots": roots, "metadata": metadata}
+        )
 
     def command_rules(self) -> dict[str, object]:
-        return {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
+        metadata = self.level != "safe" if self.metadata is None else self.metadata
+        return {"level": self.level, "write_roots": list(self.write_roots), "network": self.network, "metadata": metadata}
 
 
 class _FileMeta(_Reply):
