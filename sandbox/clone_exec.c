@@ -39,7 +39,7 @@
 #endif
 
 enum { STAGE_SETUP = 1, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC };
-enum { HAS_STDIN = 1, HAS_RULESET = 2, HAS_CWD_FD = 4, HAS_IDS = 8 };
+enum { HAS_STDIN = 1, HAS_RULESET = 2, HAS_CWD_FD = 4, HAS_IDS = 8, HAS_ROOT = 16 };
 
 #define SOCK 3
 #define MAX_FDS 5
@@ -168,6 +168,7 @@ static void clone_main(int devnull) {
         filter[i].k = u32_at(insn + 4);
     }
     char *cwd = next_string(&at, end);
+    char *root = flags & HAS_ROOT ? next_string(&at, end) : NULL;
     char **argv = strings(&at, end, argc);
     char **paths = strings(&at, end, npaths);
     char **env = strings(&at, end, nenv);
@@ -182,6 +183,12 @@ static void clone_main(int devnull) {
     int ruleset = flags & HAS_RULESET ? fds[next++] : -1;
     int cwd_fd = flags & HAS_CWD_FD ? fds[next++] : -1;
 
+    if (root != NULL) { /* a view (views.py); a directory descriptor would lead out of it */
+        if (root[0] == 0 || cwd_fd >= 0)
+            fail(STAGE_SETUP, EINVAL);
+        if (chroot(root) != 0)
+            fail(STAGE_CONFINE, errno);
+    }
     if ((cwd_fd >= 0 ? fchdir(cwd_fd) : chdir(cwd)) != 0)
         fail(STAGE_CHDIR, errno);
     /* Every received descriptor carries close-on-exec; the three copies below do not. */

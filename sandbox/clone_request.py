@@ -3,12 +3,13 @@
 A 4-byte little-endian length, then the payload:
 
     flags     u8   1 stdin given, 2 Landlock ruleset given, 4 directory descriptor given,
-                   8 ids given (else the clone keeps the daemon's)
+                   8 ids given (else the clone keeps the daemon's), 16 a root to chroot into
     uid, gid, ngroups, argc, npaths, nenv, nfilter   u32 each, little-endian
     groups    u32 * ngroups
     filter    8 bytes * nfilter: a seccomp program to install before the ids change
               (``seccomp``; none when nfilter is 0)
-    strings   NUL-terminated: cwd, argv * argc, paths * npaths, env * nenv ("NAME=value")
+    strings   NUL-terminated: cwd, root (flag 16 only), argv * argc, paths * npaths,
+              env * nenv ("NAME=value")
 
 The descriptors travel beside it as SCM_RIGHTS, in this order: stdout, stderr, then
 stdin, the ruleset and the directory, each only when its flag is set.
@@ -26,7 +27,7 @@ _INSN_SIZE = 8
 MAX_FILTER = 4096  # instructions: the kernel's BPF_MAXINSNS
 _GROUP = struct.Struct("<I")
 
-HAS_STDIN, HAS_RULESET, HAS_CWD_FD, HAS_IDS = 1, 2, 4, 8
+HAS_STDIN, HAS_RULESET, HAS_CWD_FD, HAS_IDS, HAS_ROOT = 1, 2, 4, 8, 16
 Ids = Tuple[int, int, List[int]]
 
 
@@ -38,6 +39,7 @@ class Request(NamedTuple):
     ids: Optional[Ids]
     flags: int
     filter: bytes
+    root: bytes  # empty: the clone keeps the daemon's root
 
 
 def _plain(value: str) -> bytes:
@@ -55,12 +57,14 @@ def encode(
     ids: Optional[Ids],
     given: int,
     program: bytes = b"",
+    root: str = "",
 ) -> bytes:
     """The framed request (``given``: the HAS_ flags of the optional descriptors;
-    ``program``: a seccomp filter for the command, or none)."""
+    ``program``: a seccomp filter for the command, or none; ``root``: a view to chroot into,
+    or none)."""
     uid, gid, groups = ids if ids is not None else (0, 0, [])
-    flags = given | (HAS_IDS if ids is not None else 0)
-    strings = [_plain(cwd)] + [_plain(a) for a in argv] + [_plain(p) for p in paths]
+    flags = given | (HAS_IDS if ids is not None else 0) | (HAS_ROOT if root else 0)
+    strings = [_plain(cwd)] + ([_plain(root)] if root else []) + [_plain(a) for a in argv] + [_plain(p) for p in paths]
     strings += [_plain(k) + b"=" + _plain(v) for k, v in env.items()]
     payload = b"".join(
         [_HEADER.pack(flags, uid, gid, len(groups), len(argv), len(paths), len(env), len(program) // _INSN_SIZE)]
@@ -83,9 +87,10 @@ def decode(payload: bytes) -> Request:
     groups = [_GROUP.unpack_from(payload, _HEADER.size + 4 * i)[0] for i in range(ngroups)]
     at += len(program)
     strings = payload[at:].split(b"\0")
-    count = 1 + argc + npaths + nenv
-    if not argc or len(strings) != count + 1 or strings[-1]:
+    rooted = 1 if flags & HAS_ROOT else 0
+    count = 1 + rooted + argc + npaths + nenv
+    if not argc or len(strings) != count + 1 or strings[-1] or (rooted and not strings[1]):
         raise ValueError("clone request: its strings do not match its counts")
-    cwd, rest = strings[0], strings[1:count]
+    cwd, root, rest = strings[0], strings[1] if rooted else b"", strings[1 + rooted : count]
     ids = (uid, gid, groups) if flags & HAS_IDS else None
-    return Request(rest[:argc], rest[argc : argc + npaths], cwd, rest[argc + npaths :], ids, flags, program)
+    return Request(rest[:argc], rest[argc : argc + npaths], cwd, rest[argc + npaths :], ids, flags, program, root)

@@ -141,10 +141,15 @@ class Spawner:
         self._used = False
         self.refill(1)  # the first clone, made while the daemon starts
 
-    def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> Tuple[int, Optional[int]]:
-        """Start ``spec`` with these descriptors; its pid, and the marker group its processes
-        carry (None where the tree is kept by the kernel). The caller holds the spawn lock
-        (one request at a time, and the reaper cannot reap the pid before it is recorded)."""
+    def spawn(
+        self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int, root: Optional[str] = None
+    ) -> Tuple[int, Optional[int]]:
+        """Start ``spec`` with these descriptors (``root``: a view to chroot into, see
+        ``views``); its pid, and the marker group its processes carry (None where the tree
+        is kept by the kernel). The caller holds the spawn lock (one request at a time, and
+        the reaper cannot reap the pid before it is recorded)."""
+        if root is not None and spec.cwd_fd >= 0:
+            raise DaemonError("bad_request", "a command in a view starts from its path, not a descriptor")
         optional = (stdin, ruleset, spec.cwd_fd)
         fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
         given = sum(_OPTIONAL_FLAGS[i] for i, fd in enumerate(optional) if fd >= 0)
@@ -152,7 +157,8 @@ class Spawner:
             pid, clone = self._take()
             marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
             data = clone_request.encode(
-                spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given, command_filter(spec)
+                spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given,
+                command_filter(spec), root or "",
             )
             try:
                 sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
@@ -399,6 +405,11 @@ def _child(sock: socket.socket, devnull: int) -> None:
             raise OSError(errno.EINVAL, "descriptors do not match the request")
         optional = iter(fds[2:])
         stdin, ruleset, cwd_fd = (next(optional) if request.flags & flag else -1 for flag in _OPTIONAL_FLAGS)
+        if request.root:
+            stage = STAGE_CONFINE
+            if cwd_fd >= 0:
+                raise OSError(errno.EINVAL, "a directory descriptor would lead out of the view")
+            os.chroot(request.root)  # the command never holds CAP_SYS_CHROOT: it stays inside
         stage = STAGE_CHDIR
         if cwd_fd >= 0:
             os.fchdir(cwd_fd)

@@ -22,8 +22,12 @@ class DaemonInfo(_Reply):
     rg: str | None
     pid: int
     uid: int
-    # The kernel's Landlock ABI as seen in the container; 0 = commands cannot be confined.
+    # The kernel's Landlock ABI as seen in the container; 0 = no Landlock.
     landlock: int = 0
+    # What enforces the levels on commands: "landlock", "views" (read-only views and
+    # chroot, where there is no Landlock: gVisor), or None (nothing: every command counts
+    # as dangerous).
+    levels: Literal["landlock", "views"] | None = None
     # Whether the daemon has clone-exec, its native spawner (used where the kernel honours
     # CLONE_PARENT: not under gVisor, whose clones the daemon forks itself).
     clone_exec: bool = False

@@ -24,7 +24,7 @@ import docker.errors
 import docker.types
 import requests
 
-from runtime.config import DAEMON_CAPABILITIES, SessionConfig
+from runtime.config import DAEMON_CAPABILITIES, GVISOR_DAEMON_CAPABILITIES, SessionConfig
 from runtime.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from runtime.errors import DockerUnavailable, ImageError, SessionError
 from runtime.logs import get_logger
@@ -193,7 +193,7 @@ def _create_container(
                 init=True,
                 auto_remove=True,
                 cap_drop=["ALL"],
-                cap_add=DAEMON_CAPABILITIES,
+                cap_add=DAEMON_CAPABILITIES + (GVISOR_DAEMON_CAPABILITIES if config.gvisor else []),
                 security_opt=["no-new-privileges:true"],
                 pids_limit=config.limits.pids,
                 mem_limit=memory,

@@ -123,6 +123,21 @@ def test_the_native_clone_installs_the_filter_it_is_given(
     assert (after.st_mode, after.st_mtime_ns > before.st_mtime_ns) == (before.st_mode, True)
 
 
+def test_the_native_clone_runs_its_command_inside_the_root_it_is_given(
+    helper: Path, pipes: tuple[int, int, int, int], tmp_path: Path
+) -> None:
+    """A view (views.py) is a chroot: inside an empty directory the shell is not found."""
+    framed = clone_request.encode(["sh", "-c", "true"], ["/bin/sh"], "/", {}, None, 0, root=str(tmp_path))
+    request = clone_request.decode(framed[clone_request.LENGTH.size :])
+    assert (request.root, request.flags) == (os.fsencode(tmp_path), clone_request.HAS_ROOT)
+    code, report = run_clone(helper, framed, list(pipes[2:]))
+    assert (code, struct.unpack("<Bi", report)) == (127, (STAGE_EXEC, errno.ENOENT))
+    # A directory descriptor would lead out of the root: refused, nothing run.
+    framed = clone_request.encode(["true"], ["/bin/true"], "/", {}, None, clone_request.HAS_CWD_FD, root=str(tmp_path))
+    code, report = run_clone(helper, framed, [*pipes[2:], os.open("/", os.O_RDONLY)])
+    assert (code, struct.unpack("<Bi", report)) == (127, (STAGE_SETUP, errno.EINVAL))
+
+
 def test_a_nul_byte_cannot_split_a_string_into_two() -> None:
     # A NUL would end a string early in this format and shift every field after it.
     for argv, env in ((["echo", "a\0--evil"], {}), (["echo"], {"A": "b\0C=d"})):
@@ -164,6 +179,8 @@ def _malformed() -> dict[str, tuple[bytes, int]]:
         "last string unterminated": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0) + good[:-1], 2),
         "bytes after the last string": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0) + good + b"x\0", 2),
         "shorter than a header": (b"\1\2\3", 2),
+        "root flagged, empty": (HEADER.pack(clone_request.HAS_ROOT, 0, 0, 0, 1, 1, 0, 0) + strings(b"/", b"")
+                                + good[2:], 2),
         "filter past the end": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0xFFFF) + good, 2),
         "filter longer than the kernel takes": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 5000) + b"\0" * 40000 + good, 2),
         "stdin flagged, not sent": (HEADER.pack(clone_request.HAS_STDIN, 0, 0, 0, 1, 1, 0, 0) + good, 2),
