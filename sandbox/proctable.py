@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-from . import views
+from . import memwatch, views
 from .errors import DaemonError, get
 from .ioloop import IOLoop
 from .landlock import ruleset_for
@@ -51,6 +51,7 @@ class ProcessTable:
         self._task_ids = itertools.count(1)
         self._tasks_lock = threading.Lock()
         threading.Thread(target=self._reap, name="caisson-reaper", daemon=True).start()
+        memwatch.start(self)
 
     # -- starting
 
