@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("caisson.memwatch")
 
-INTERVAL = 0.005
+INTERVAL = 0.02
 RESERVE_SHARE = 0.25
 RESERVE_MIN = 64 << 20
 NOTE = b"\ncaisson: killed: the session ran out of memory (limits.memory); use less at once or raise the limit\n"

@@ -10,6 +10,7 @@ import anyio
 
 from runtime.bench.density import bench_density
 from runtime.bench.file_tools import bench_file_tools
+from runtime.bench.gvisor import bench_gvisor
 from runtime.bench.harness import bench_harness
 from runtime.bench.hosted import bench_hosted
 from runtime.bench.pool import bench_pool
@@ -85,7 +86,9 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
 
 
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted"])
+    groups = set(
+        only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "gvisor"]
+    )
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "pool_acquire_to_first_command_p50_ms": 15,
@@ -94,6 +97,9 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         "exec_true_p50_ms": 1.5, "bash_true_p50_ms": 3, "read_file_tool_10kb_p50_ms": 1,
         "write_file_tool_10kb_p50_ms": 1.5, "tool_call_calculate_p50_ms": 0.1, "grep_vs_rg_ratio": 1.1,
         "glob_vs_rg_files_ratio": 1.3, "host_mb_per_session": 15,
+        # gVisor (issue 28).
+        "gvisor_exec_true_p50_ms": 10, "gvisor_bash_true_p50_ms": 15, "gvisor_cold_vs_runc_p50": 1.3,
+        "gvisor_pool_acquire_to_first_command_p50_ms": 15,
     }}
     async with Runtime() as rt, rt.session() as s:
         if "spine" in groups:
@@ -114,4 +120,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         report["density"] = await bench_density(sessions=100)
     if "hosted" in groups:
         report["hosted"] = await bench_hosted()
+    if "gvisor" in groups:
+        report["gvisor"] = await bench_gvisor(iterations)
     return report
