@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("caisson.memwatch")
 
-INTERVAL = 0.02
-RESERVE_SHARE = 0.25
+INTERVAL = 0.005
+RESERVE_SHARE = 0.3
 RESERVE_MIN = 64 << 20
+SMALL_SHARE = 16  # a process holding less than this share of the limit is never the one killed
+SETTLE = 2.0
 NOTE = b"\ncaisson: killed: the session ran out of memory (limits.memory); use less at once or raise the limit\n"
 
 
@@ -41,8 +43,9 @@ def meminfo() -> Tuple[int, int]:
     return fields["MemTotal"], fields["MemAvailable"]
 
 
-def _largest() -> Optional[Tuple[int, Tuple[int, ...]]]:
-    """The process not root's holding the most memory: its pid and groups."""
+def _largest(least_kib: int) -> Optional[Tuple[int, Tuple[int, ...]]]:
+    """The process not root's holding the most memory, if it holds ``least_kib``: its pid and
+    groups."""
     best: Optional[Tuple[int, int, Tuple[int, ...]]] = None
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -59,13 +62,15 @@ def _largest() -> Optional[Tuple[int, Tuple[int, ...]]]:
                         rss = int(line.split()[1])
         except (OSError, ValueError):
             continue  # gone meanwhile
-        if uid != 0 and (best is None or rss > best[0]):
+        if uid != 0 and rss >= least_kib and (best is None or rss > best[0]):
             best = (rss, int(name), groups)
     return None if best is None else (best[1], best[2])
 
 
-def _relieve(table: "ProcessTable") -> None:
-    found = _largest()
+def _relieve(table: "ProcessTable", total: int) -> None:
+    # A small process is not what filled the memory (gVisor may be slow to give back what a
+    # killed one held): leave it alone.
+    found = _largest(total // SMALL_SHARE // 1024)
     if found is None:
         return
     pid, groups = found
@@ -81,6 +86,9 @@ def _relieve(table: "ProcessTable") -> None:
         proc.out_of_memory = True
         proc.cond.notify_all()
     table.signal(proc, signal.SIGKILL, tree=True)
+    # Until it is gone its memory still counts: wait, rather than kill a second command for it.
+    with proc.cond:
+        proc.cond.wait_for(lambda: proc.finished, timeout=SETTLE)
 
 
 def watch(table: "ProcessTable") -> None:
@@ -93,10 +101,8 @@ def watch(table: "ProcessTable") -> None:
         except (OSError, KeyError, ValueError):
             return  # no meminfo to go by
         if available < max(RESERVE_MIN, int(total * RESERVE_SHARE)):
-            _relieve(table)
-            time.sleep(0.1)  # let the memory of what was killed come back
-        else:
-            time.sleep(INTERVAL)
+            _relieve(table, total)
+        time.sleep(INTERVAL)
 
 
 def start(table: "ProcessTable") -> None:

@@ -121,7 +121,9 @@ async def test_safe_changes_no_metadata(box: Session) -> None:
 async def test_control_metadata_lands_when_allowed(box: Session) -> None:
     agent = box.config.agent_user
     dangerous = await landed(box, Confinement(user=agent, level="dangerous"))
-    cautious = await landed(box, Confinement(user=agent, level="cautious", write_roots=("/workspace",)))
+    cautious = await landed(
+        box, Confinement(user=agent, level="cautious", write_roots=("/workspace", f"/home/{agent}"))
+    )
     runtime = "gVisor" if box.config.gvisor else "runc"
     print(f"control on {runtime}: landed {len(dangerous)} of {len(ATTACKS)} at dangerous, {len(cautious)} at cautious")
     # Most land; setfacl/setfattr may be missing and x32 calls fail for their own reasons.
