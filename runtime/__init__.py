@@ -1,7 +1,7 @@
 """caisson: a sandboxed execution runtime for AI agents (host controller)."""
 
-from runtime.config import Limits, RuntimeConfig, SessionConfig
-from runtime.errors import (
+from caisson.config import Limits, RuntimeConfig, SessionConfig
+from caisson.errors import (
     CaissonError,
     CallTimeout,
     DaemonDied,
@@ -11,9 +11,9 @@ from runtime.errors import (
     OpError,
     SessionError,
 )
-from runtime.remote import RemoteRuntime, RemoteSession
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.remote import RemoteRuntime, RemoteSession
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 __all__ = [
     "CaissonError",

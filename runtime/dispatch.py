@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from runtime.audit import AuditEvent, AuditLog
-from runtime.client.models import Confinement, StatResult
-from runtime.client.primitives import SandboxClient
-from runtime.errors import CaissonError, OpError
-from runtime.logs import get_logger
-from runtime.policy import (
+from caisson.audit import AuditEvent, AuditLog
+from caisson.client.models import Confinement, StatResult
+from caisson.client.primitives import SandboxClient
+from caisson.errors import CaissonError, OpError
+from caisson.logs import get_logger
+from caisson.policy import (
     ApprovalHandler,
     CallRequest,
     Decision,
@@ -36,10 +36,10 @@ from runtime.policy import (
     ResolvedPath,
     is_within,
 )
-from runtime.profiles import get_profile
-from runtime.profiles.base import Profile, ProfileTool
-from runtime.tools.base import NotPlain, ToolError, ToolResult
-from runtime.tools.context import InteractionHandler, Probe, ToolContext
+from caisson.profiles import get_profile
+from caisson.profiles.base import Profile, ProfileTool
+from caisson.tools.base import NotPlain, ToolError, ToolResult
+from caisson.tools.context import InteractionHandler, Probe, ToolContext
 
 log = get_logger(__name__)
 

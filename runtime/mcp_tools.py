@@ -17,12 +17,12 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from runtime.errors import CaissonError
-from runtime.logs import get_logger
-from runtime.profiles.base import Profile
-from runtime.profiles.export import export_tools, prompt_text
-from runtime.session import Session
-from runtime.tools.base import ToolResult
+from caisson.errors import CaissonError
+from caisson.logs import get_logger
+from caisson.profiles.base import Profile
+from caisson.profiles.export import export_tools, prompt_text
+from caisson.session import Session
+from caisson.tools.base import ToolResult
 
 log = get_logger("caisson.mcp")
 

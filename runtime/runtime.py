@@ -12,23 +12,23 @@ from typing import Any
 import anyio
 import docker
 
-from runtime.audit import AuditLog
-from runtime.client.models import DaemonInfo
-from runtime.client.primitives import new_session_id
-from runtime.config import RuntimeConfig, SessionConfig
-from runtime.docker import containers, diff, reaper
-from runtime.docker.diff import WorkspaceDiff
-from runtime.docker.disk_watch import DiskWatch
-from runtime.docker.lease import LeaseKeeper
-from runtime.docker.pool import WarmPool
-from runtime.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
-from runtime.logs import get_logger
-from runtime.policy import ApprovalHandler, Policy
-from runtime.session import Session
-from runtime.tools.context import InteractionHandler
-from runtime.transport import unix
-from runtime.transport.attach import open_attach
-from runtime.transport.channel import ByteTransport, Channel
+from caisson.audit import AuditLog
+from caisson.client.models import DaemonInfo
+from caisson.client.primitives import new_session_id
+from caisson.config import RuntimeConfig, SessionConfig
+from caisson.docker import containers, diff, reaper
+from caisson.docker.diff import WorkspaceDiff
+from caisson.docker.disk_watch import DiskWatch
+from caisson.docker.lease import LeaseKeeper
+from caisson.docker.pool import WarmPool
+from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
+from caisson.logs import get_logger
+from caisson.policy import ApprovalHandler, Policy
+from caisson.session import Session
+from caisson.tools.context import InteractionHandler
+from caisson.transport import unix
+from caisson.transport.attach import open_attach
+from caisson.transport.channel import ByteTransport, Channel
 
 log = get_logger("caisson.runtime")
 

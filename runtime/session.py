@@ -14,17 +14,17 @@ from typing import Any, Protocol
 
 import anyio
 
-from runtime.audit import AuditLog
-from runtime.client import archive
-from runtime.client.primitives import SandboxClient
-from runtime.config import SessionConfig
-from runtime.dispatch import Dispatcher
-from runtime.docker.diff import WorkspaceDiff
-from runtime.policy import ApprovalHandler, GrantStore, Policy
-from runtime.profiles.export import export_tools
-from runtime.tools.base import ToolResult
-from runtime.tools.context import InteractionHandler, ToolContext
-from runtime.transport.channel import Channel
+from caisson.audit import AuditLog
+from caisson.client import archive
+from caisson.client.primitives import SandboxClient
+from caisson.config import SessionConfig
+from caisson.dispatch import Dispatcher
+from caisson.docker.diff import WorkspaceDiff
+from caisson.policy import ApprovalHandler, GrantStore, Policy
+from caisson.profiles.export import export_tools
+from caisson.tools.base import ToolResult
+from caisson.tools.context import InteractionHandler, ToolContext
+from caisson.transport.channel import Channel
 
 
 class SessionOwner(Protocol):

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from runtime import Runtime, Session
-from runtime.config import RuntimeConfig
-from runtime.docker.images import build_image
+from caisson import Runtime, Session
+from caisson.config import RuntimeConfig
+from caisson.docker.images import build_image
 
 
 @pytest.fixture(scope="session")

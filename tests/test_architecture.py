@@ -15,20 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Floors from the top (interfaces) down to the leaves; a module may import its own floor or lower.
 LAYERS: list[tuple[str, ...]] = [
-    ("runtime.interfaces",),
-    ("runtime.bench", "runtime.integrations", "runtime.server", "runtime.remote"),
-    ("runtime.mcp_tools",),
-    ("runtime", "runtime.runtime"),
-    ("runtime.session",),
-    ("runtime.dispatch",),
-    ("runtime.profiles",),
-    ("runtime.tools",),
-    ("runtime.audit",),
-    ("runtime.policy",),
-    ("runtime.docker",),
-    ("runtime.client",),
-    ("runtime.transport",),
-    ("runtime.config", "runtime.errors", "runtime.logs", "runtime.redact"),
+    ("caisson.interfaces",),
+    ("caisson.bench", "caisson.integrations", "caisson.server", "caisson.remote"),
+    ("caisson.mcp_tools",),
+    ("runtime", "caisson.runtime"),
+    ("caisson.session",),
+    ("caisson.dispatch",),
+    ("caisson.profiles",),
+    ("caisson.tools",),
+    ("caisson.audit",),
+    ("caisson.policy",),
+    ("caisson.docker",),
+    ("caisson.client",),
+    ("caisson.transport",),
+    ("caisson.config", "caisson.errors", "caisson.logs", "caisson.redact"),
 ]
 
 
@@ -51,7 +51,7 @@ def imports_of(path: Path) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
-            # ``from runtime.tools import files`` names a module, not an attribute.
+            # ``from caisson.tools import files`` names a module, not an attribute.
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return {m for m in found if m in MODULES}
 
@@ -109,8 +109,8 @@ def cycles() -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     # Guards the reader itself: these edges exist, so a broken parser cannot pass the tests below.
-    assert "runtime.transport.channel" in GRAPH["runtime.client.primitives"]
-    assert "runtime.policy" in GRAPH["runtime.dispatch"]
+    assert "caisson.transport.channel" in GRAPH["caisson.client.primitives"]
+    assert "caisson.policy" in GRAPH["caisson.dispatch"]
     assert len(MODULES) > 80
 
 

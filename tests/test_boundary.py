@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.policy import ApprovalAnswer, ApprovalRequest, Level, Policy, Rule
+from caisson import Runtime, Session
+from caisson.policy import ApprovalAnswer, ApprovalRequest, Level, Policy, Rule
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ import pytest
 
 def caisson(*args: str, state: Path, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime.interfaces.cli", *args],
+        [sys.executable, "-m", "caisson.interfaces.cli", *args],
         input=stdin, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "CAISSON_STATE_DIR": str(state)},
     )

@@ -36,7 +36,7 @@ class McpClient:
     def __init__(self, *args: str, state: Path) -> None:
         self.stderr = (state / "mcp-stderr.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.interfaces.cli", "mcp", *args],
+            [sys.executable, "-m", "caisson.interfaces.cli", "mcp", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env={**os.environ, "CAISSON_STATE_DIR": str(state)},
         )
@@ -222,7 +222,7 @@ def test_caisson_profile_approve_all_over_mcp(tmp_path: Path, docker_client: doc
 def test_bad_options_are_one_line_on_stderr(tmp_path: Path) -> None:
     for args in (["--profile", "nope"], ["--policy", str(tmp_path / "missing.toml")]):
         proc = subprocess.run(
-            [sys.executable, "-m", "runtime.interfaces.cli", "mcp", *args], input=b"", capture_output=True, timeout=60,
+            [sys.executable, "-m", "caisson.interfaces.cli", "mcp", *args], input=b"", capture_output=True, timeout=60,
             env={**os.environ, "CAISSON_STATE_DIR": str(tmp_path)},
         )
         assert proc.returncode == 1 and proc.stdout == b""
@@ -252,7 +252,7 @@ def test_streamable_http(tmp_path: Path, docker_client: docker.DockerClient) -> 
     port = _free_port()
     stderr = (tmp_path / "http-stderr.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runtime.interfaces.cli", "mcp", "--http", f"127.0.0.1:{port}", "--approve-all"],
+        [sys.executable, "-m", "caisson.interfaces.cli", "mcp", "--http", f"127.0.0.1:{port}", "--approve-all"],
         stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "CAISSON_STATE_DIR": str(tmp_path)},
     )
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime, Session
-from runtime.config import RuntimeConfig
+from caisson import Runtime, Session
+from caisson.config import RuntimeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
 import anyio, runtime
-from runtime import Runtime
+from caisson import Runtime
 
 async def main():
     async with Runtime() as rt:
@@ -27,7 +27,7 @@ async def main():
             print(r.stdout.strip(), r.exit_code)
             print((await s.call("bash", {"command": "echo tool ok"})).text.strip())
             print("clone-exec", (await s.ping()).clone_exec)
-    print(runtime.__file__)
+    print(caisson.__file__)
 
 anyio.run(main)
 """

@@ -2,7 +2,7 @@
 and why), written off the call's path to JSON lines and SQLite, with arguments kept only as a
 digest and a redacted preview."""
 
-from runtime.audit.event import AuditEvent, DecisionName
-from runtime.audit.log import AuditLog
+from caisson.audit.event import AuditEvent, DecisionName
+from caisson.audit.log import AuditLog
 
 __all__ = ["AuditEvent", "AuditLog", "DecisionName"]

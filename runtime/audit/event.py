@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from runtime.policy.levels import Level
+from caisson.policy.levels import Level
 
 DecisionName = Literal["allow", "warn", "approved", "denied"]
 

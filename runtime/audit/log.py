@@ -23,8 +23,8 @@ from typing import Any, TextIO
 
 import structlog
 
-from runtime.audit.event import AuditEvent
-from runtime.redact import digest_and_size, redact_preview, redact_text
+from caisson.audit.event import AuditEvent
+from caisson.redact import digest_and_size, redact_preview, redact_text
 
 _stdlib_log = logging.getLogger("caisson.audit")
 # The writer waits this long after an event for others: calls made in a burst are written in

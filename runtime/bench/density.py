@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 
-from runtime.bench.stats import burst
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.bench.stats import burst
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 
 def _proc_kib(pid: int | str, file: str, field: str) -> int:

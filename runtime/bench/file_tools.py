@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from runtime.bench.stats import measure, summarize
+from caisson.bench.stats import measure, summarize
 
 if TYPE_CHECKING:
-    from runtime.session import Session
+    from caisson.session import Session
 
 BENCH_ROOT = "/workspace/bench-tree"
 

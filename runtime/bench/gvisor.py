@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.bench.stats import measure, summarize
-from runtime.config import PoolConfig, RuntimeConfig, SessionConfig
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.bench.stats import measure, summarize
+from caisson.config import PoolConfig, RuntimeConfig, SessionConfig
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 TEN_KB = "x" * 10_240
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from runtime.bench.stats import summarize
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.bench.stats import summarize
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 FILES = 200
 TOTAL = 50 * 1024 * 1024

@@ -16,8 +16,8 @@ import anyio
 import httpx
 from anyio.streams.text import TextReceiveStream
 
-from runtime.bench.stats import summarize
-from runtime.remote import RemoteRuntime, RemoteSession
+from caisson.bench.stats import summarize
+from caisson.remote import RemoteRuntime, RemoteSession
 
 START_TIMEOUT = 120.0
 
@@ -25,7 +25,7 @@ START_TIMEOUT = 120.0
 async def _start_server(state: str) -> tuple[anyio.abc.Process, str, str]:
     """``caisson serve`` on a free loopback port; its URL and the admin key it printed."""
     proc = await anyio.open_process(
-        [sys.executable, "-m", "runtime.interfaces.cli", "serve", "--port", "0", "--state-dir", state, "--no-mcp"],
+        [sys.executable, "-m", "caisson.interfaces.cli", "serve", "--port", "0", "--state-dir", state, "--no-mcp"],
         stderr=subprocess.DEVNULL, env={**os.environ, "CAISSON_STATE_DIR": state},
     )
     assert proc.stdout is not None

@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 import docker
 
-from runtime.bench.stats import burst, measure_sync, summarize
-from runtime.config import PoolConfig, RuntimeConfig
-from runtime.docker.images import image_tag
-from runtime.runtime import Runtime
+from caisson.bench.stats import burst, measure_sync, summarize
+from caisson.config import PoolConfig, RuntimeConfig
+from caisson.docker.images import image_tag
+from caisson.runtime import Runtime
 
 BURST = 100
 

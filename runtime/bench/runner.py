@@ -8,16 +8,16 @@ from typing import Any
 
 import anyio
 
-from runtime.bench.density import bench_density
-from runtime.bench.file_tools import bench_file_tools
-from runtime.bench.gvisor import bench_gvisor
-from runtime.bench.harness import bench_harness
-from runtime.bench.hosted import bench_hosted
-from runtime.bench.pool import bench_pool
-from runtime.bench.shell import bench_bash
-from runtime.bench.stats import PAUSE, burst, measure, measure_sync, summarize
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.bench.density import bench_density
+from caisson.bench.file_tools import bench_file_tools
+from caisson.bench.gvisor import bench_gvisor
+from caisson.bench.harness import bench_harness
+from caisson.bench.hosted import bench_hosted
+from caisson.bench.pool import bench_pool
+from caisson.bench.shell import bench_bash
+from caisson.bench.stats import PAUSE, burst, measure, measure_sync, summarize
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 
 async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
@@ -50,8 +50,8 @@ async def bench_spine(rt: Runtime, s: Session, iterations: int) -> dict[str, Any
 
 async def bench_audit(rt: Runtime, s: Session, iterations: int) -> dict[str, Any]:
     """What the audit log costs a call: ``record()`` only enqueues; the writing happens on a thread."""
-    from runtime.dispatch import audit_event
-    from runtime.policy import CallRequest, Decision, Level
+    from caisson.dispatch import audit_event
+    from caisson.policy import CallRequest, Decision, Level
 
     args = {"path": "/workspace/app.py", "content": "x = 1\n" * 2000, "token": "sk-secret-value"}
     request = CallRequest(session_id=s.id, call_id="c-bench", tool="write_file", args=args)

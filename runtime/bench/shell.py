@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.bench.stats import PAUSE, measure
-from runtime.session import Session
+from caisson.bench.stats import PAUSE, measure
+from caisson.session import Session
 
 
 async def bench_bash(session: Session, iterations: int) -> dict[str, Any]:

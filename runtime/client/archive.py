@@ -21,10 +21,10 @@ from typing import IO
 
 import anyio
 
-from runtime.client import extract
-from runtime.client.models import Confinement
-from runtime.client.primitives import CHUNK, SandboxClient
-from runtime.errors import OpError
+from caisson.client import extract
+from caisson.client.models import Confinement
+from caisson.client.primitives import CHUNK, SandboxClient
+from caisson.errors import OpError
 
 # Pieces of the tar stream written to the extracting process: small enough for any frame.
 PIECE = 1024 * 1024

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from runtime.errors import OpError
+from caisson.errors import OpError
 
 # What a copy may unpack by default: well above a workspace, well below a host's disk.
 DEFAULT_MAX_MEMBERS = 200_000

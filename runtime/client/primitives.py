@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from runtime.client.models import (
+from caisson.client.models import (
     Confinement,
     DaemonInfo,
     DirEntry,
@@ -36,9 +36,9 @@ from runtime.client.models import (
     WalkResult,
     WriteResult,
 )
-from runtime.config import SessionConfig
-from runtime.errors import CaissonError, CallTimeout, DaemonProtocolError, OpError
-from runtime.transport.channel import Channel
+from caisson.config import SessionConfig
+from caisson.errors import CaissonError, CallTimeout, DaemonProtocolError, OpError
+from caisson.transport.channel import Channel
 
 M = TypeVar("M", bound=BaseModel)
 

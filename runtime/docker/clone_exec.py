@@ -16,11 +16,11 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from runtime.logs import get_logger
+from caisson.logs import get_logger
 
 log = get_logger("caisson.clone_exec")
 
-SOURCE = Path(str(resources.files("sandbox") / "clone_exec.c"))
+SOURCE = Path(str(resources.files("caisson._sandbox") / "clone_exec.c"))
 # Its name inside the daemon's package, where spawner.py looks for it.
 NAME = "clone-exec"
 COMPILE_TIMEOUT = 120.0

@@ -24,11 +24,11 @@ import docker.errors
 import docker.types
 import requests
 
-from runtime.config import DAEMON_CAPABILITIES, GVISOR_DAEMON_CAPABILITIES, SessionConfig
-from runtime.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
-from runtime.errors import DockerUnavailable, ImageError, SessionError
-from runtime.logs import get_logger
-from runtime.transport.unix import socket_pid
+from caisson.config import DAEMON_CAPABILITIES, GVISOR_DAEMON_CAPABILITIES, SessionConfig
+from caisson.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
+from caisson.errors import DockerUnavailable, ImageError, SessionError
+from caisson.logs import get_logger
+from caisson.transport.unix import socket_pid
 
 log = get_logger("caisson.containers")
 

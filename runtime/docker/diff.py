@@ -23,9 +23,9 @@ from typing import Literal
 import docker
 from pydantic import BaseModel
 
-from runtime.client.primitives import SandboxClient
-from runtime.docker.containers import LABEL_EXPIRES, LABEL_SESSION, engine_errors
-from runtime.errors import OpError
+from caisson.client.primitives import SandboxClient
+from caisson.docker.containers import LABEL_EXPIRES, LABEL_SESSION, engine_errors
+from caisson.errors import OpError
 
 # Text larger than this is reported by size, not line by line.
 MAX_TEXT = 1024 * 1024

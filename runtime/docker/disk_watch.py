@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import docker
 
-from runtime.docker.containers import LABEL_OWNER, engine_errors
-from runtime.docker.periodic import Periodic
-from runtime.logs import get_logger
+from caisson.docker.containers import LABEL_OWNER, engine_errors
+from caisson.docker.periodic import Periodic
+from caisson.logs import get_logger
 
 log = get_logger("caisson.disk")
 

@@ -20,16 +20,16 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from runtime.docker import clone_exec
-from runtime.errors import ImageError
-from runtime.logs import get_logger
+from caisson.docker import clone_exec
+from caisson.errors import ImageError
+from caisson.logs import get_logger
 
 log = get_logger("caisson.images")
 
 # The daemon's source and the image's Dockerfile ship inside the installed package (the
 # project's images/ folder is package data, linked in as runtime/docker/assets).
-SANDBOX_DIR = Path(str(resources.files("sandbox")))
-DOCKERFILE = Path(str(resources.files("runtime.docker") / "assets" / "Dockerfile"))
+SANDBOX_DIR = Path(str(resources.files("caisson._sandbox")))
+DOCKERFILE = Path(str(resources.files("caisson.docker") / "assets" / "Dockerfile"))
 IMAGE_REPO = "caisson/sandbox"
 PUBLIC_BASE = "debian:bookworm-slim"
 # "-2": bases bootstrapped before their / was made 0755 are not reused.

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import docker
 
-from runtime.docker import containers
-from runtime.docker.periodic import Periodic
-from runtime.logs import get_logger
+from caisson.docker import containers
+from caisson.docker.periodic import Periodic
+from caisson.logs import get_logger
 
 log = get_logger("caisson.lease")
 

@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
-from runtime.client.primitives import new_session_id
-from runtime.config import SessionConfig
-from runtime.docker import containers
-from runtime.logs import get_logger
+from caisson.client.primitives import new_session_id
+from caisson.config import SessionConfig
+from caisson.docker import containers
+from caisson.logs import get_logger
 
 log = get_logger("caisson.pool")
 

@@ -10,8 +10,8 @@ import time
 import docker
 from pydantic import BaseModel
 
-from runtime.config import process_start_ticks
-from runtime.docker.containers import (
+from caisson.config import process_start_ticks
+from caisson.docker.containers import (
     LABEL_EXPIRES,
     LABEL_GRACE,
     LABEL_OWNER,
@@ -19,7 +19,7 @@ from runtime.docker.containers import (
     list_session_containers,
     remove_container,
 )
-from runtime.logs import get_logger
+from caisson.logs import get_logger
 
 log = get_logger("caisson.gc")
 

@@ -24,13 +24,13 @@ from inspect_ai.util import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.client.models import Confinement
-from runtime.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
-from runtime.docker import containers, images, reaper
-from runtime.errors import OpError
-from runtime.logs import get_logger
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.client.models import Confinement
+from caisson.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
+from caisson.docker import containers, images, reaper
+from caisson.errors import OpError
+from caisson.logs import get_logger
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 log = get_logger("caisson.inspect")
 

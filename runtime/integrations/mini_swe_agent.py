@@ -22,10 +22,10 @@ from minisweagent.exceptions import Submitted
 from minisweagent.utils.serialize import recursive_merge
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.config import Limits, SessionConfig
-from runtime.errors import OpError
-from runtime.runtime import Runtime
-from runtime.session import Session
+from caisson.config import Limits, SessionConfig
+from caisson.errors import OpError
+from caisson.runtime import Runtime
+from caisson.session import Session
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runtime.audit import AuditLog
-from runtime.config import RuntimeConfig
-from runtime.errors import CaissonError
-from runtime.redact import escape_unsafe
+from caisson.audit import AuditLog
+from caisson.config import RuntimeConfig
+from caisson.errors import CaissonError
+from caisson.redact import escape_unsafe
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

@@ -10,8 +10,8 @@ from typing import Any
 
 import anyio
 
-from runtime import logs
-from runtime.errors import CaissonError
+from caisson import logs
+from caisson.errors import CaissonError
 
 
 def _out(text: str) -> None:
@@ -24,13 +24,13 @@ def _json(value: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.interfaces.demo import run_demo
+    from caisson.interfaces.demo import run_demo
 
     return run_demo(_out)
 
 
 def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.docker import containers, images
+    from caisson.docker import containers, images
 
     async def run() -> None:
         client = await anyio.to_thread.run_sync(containers.connect, None)
@@ -46,7 +46,7 @@ def cmd_image(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.docker import containers, reaper
+    from caisson.docker import containers, reaper
 
     async def run() -> None:
         client = await anyio.to_thread.run_sync(containers.connect, None)
@@ -57,7 +57,7 @@ def cmd_gc(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.bench.runner import run_bench
+    from caisson.bench.runner import run_bench
 
     async def run() -> None:
         _json(await run_bench(iterations=args.iterations, only=args.only))
@@ -66,7 +66,7 @@ def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.interfaces.replay import replay_file
+    from caisson.interfaces.replay import replay_file
 
     async def run() -> None:
         async for line in replay_file(args.file, profile=args.profile, approve_all=args.approve_all):
@@ -76,8 +76,8 @@ def cmd_replay(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.config import SessionConfig
-    from runtime.interfaces.mcp_server import serve_http, serve_stdio
+    from caisson.config import SessionConfig
+    from caisson.interfaces.mcp_server import serve_http, serve_stdio
 
     # MCP clients stay open for hours: the session lives as long as the flags say.
     config = SessionConfig(image=args.image, ttl=args.ttl, idle_timeout=args.idle_timeout or None)
@@ -91,8 +91,8 @@ def cmd_mcp(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.server.serve import Hosted
-    from runtime.server.settings import ServeSettings
+    from caisson.server.serve import Hosted
+    from caisson.server.settings import ServeSettings
 
     settings = ServeSettings(
         host=args.host, port=args.port, db=args.db, state_dir=args.state_dir, approval_timeout=args.approval_timeout,
@@ -109,8 +109,8 @@ def cmd_serve(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.profiles import get_profile
-    from runtime.profiles.export import export_tools
+    from caisson.profiles import get_profile
+    from caisson.profiles.export import export_tools
 
     async def run() -> None:
         _json(export_tools(get_profile(args.profile), args.format))
@@ -119,8 +119,8 @@ def cmd_tools(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.profiles import get_profile
-    from runtime.profiles.export import prompt_text
+    from caisson.profiles import get_profile
+    from caisson.profiles.export import prompt_text
 
     async def run() -> None:
         _out(prompt_text(get_profile(args.profile)))
@@ -129,7 +129,7 @@ def cmd_prompt(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.interfaces.doctor import report, run_doctor
+    from caisson.interfaces.doctor import report, run_doctor
 
     async def run() -> None:
         text, code = report(await run_doctor())
@@ -141,7 +141,7 @@ def cmd_doctor(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
 
 
 def cmd_audit(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
-    from runtime.interfaces.audit_query import show_audit
+    from caisson.interfaces.audit_query import show_audit
 
     async def run() -> None:
         for line in show_audit(args):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from runtime.runtime import Runtime
+from caisson.runtime import Runtime
 
 
 async def run_demo(out: Callable[[str], None]) -> None:

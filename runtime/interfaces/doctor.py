@@ -12,12 +12,12 @@ from typing import Literal
 import anyio
 import docker
 
-from runtime.config import RuntimeConfig, SessionConfig
-from runtime.docker import containers
-from runtime.docker.images import image_tag
-from runtime.errors import CaissonError
-from runtime.runtime import Runtime
-from runtime.transport.unix import UnixStream
+from caisson.config import RuntimeConfig, SessionConfig
+from caisson.docker import containers
+from caisson.docker.images import image_tag
+from caisson.errors import CaissonError
+from caisson.runtime import Runtime
+from caisson.transport.unix import UnixStream
 
 Status = Literal["ok", "warn", "fail"]
 

@@ -16,13 +16,13 @@ from contextlib import asynccontextmanager
 import anyio
 from mcp.server.stdio import stdio_server
 
-from runtime.config import SessionConfig
-from runtime.errors import CaissonError
-from runtime.logs import get_logger
-from runtime.mcp_tools import SessionTools
-from runtime.policy import Level, Policy
-from runtime.profiles import get_profile
-from runtime.runtime import Runtime
+from caisson.config import SessionConfig
+from caisson.errors import CaissonError
+from caisson.logs import get_logger
+from caisson.mcp_tools import SessionTools
+from caisson.policy import Level, Policy
+from caisson.profiles import get_profile
+from caisson.runtime import Runtime
 
 log = get_logger("caisson.mcp")
 

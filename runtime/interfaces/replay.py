@@ -7,10 +7,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from runtime.errors import CaissonError
-from runtime.policy import Level, Policy
-from runtime.runtime import Runtime
-from runtime.tools.base import ToolResult
+from caisson.errors import CaissonError
+from caisson.policy import Level, Policy
+from caisson.runtime import Runtime
+from caisson.tools.base import ToolResult
 
 
 def _lines(path: str) -> list[str]:

@@ -21,8 +21,8 @@ from fnmatch import fnmatchcase
 
 import anyio
 
-from runtime.logs import get_logger
-from runtime.redact import redact_preview
+from caisson.logs import get_logger
+from caisson.redact import redact_preview
 
 from .bash import BashClassification, check_exec_metacharacters, classify_bash
 from .calls import (

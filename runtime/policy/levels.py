@@ -1,4 +1,4 @@
-"""Permission levels (a tool declares its own, with the tool: ``runtime.tools.base.tool``)."""
+"""Permission levels (a tool declares its own, with the tool: ``caisson.tools.base.tool``)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ class Rule(BaseModel):
     """Allow, ask or deny the calls that match every criterion the rule sets.
 
     - ``tool``: glob on the canonical tool name or the profile's name for it.
-    - ``path``: glob on the call's paths (see :func:`runtime.policy.paths.glob_match`). Deny
+    - ``path``: glob on the call's paths (see :func:`caisson.policy.paths.glob_match`). Deny
       and ask rules match when any requested or resolved path matches; allow rules only when
       every resolved path does.
     - ``command``: prefix of a command, on word boundaries (``git push`` matches

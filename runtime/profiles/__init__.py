@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import runtime.tools  # noqa: F401  (registers the canonical tools)
-from runtime.errors import CaissonError
-from runtime.profiles import aar, agent_air, agentloop, amp, grida
-from runtime.profiles.base import Profile, ProfileTool, canonical_profile
+import caisson.tools  # noqa: F401  (registers the canonical tools)
+from caisson.errors import CaissonError
+from caisson.profiles import aar, agent_air, agentloop, amp, grida
+from caisson.profiles.base import Profile, ProfileTool, canonical_profile
 
 PROFILES: dict[str, Callable[[], Profile]] = {
     "caisson": canonical_profile,

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr, ValidationError
 
-from runtime.errors import DaemonProtocolError
-from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool, canonical_args
-from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
-from runtime.tools.search.grep import GrepReply
-from runtime.tools.text import glob_regex, op_errors
+from caisson.errors import DaemonProtocolError
+from caisson.policy import Level
+from caisson.profiles.base import Profile, ProfileTool, canonical_args
+from caisson.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
+from caisson.tools.search.grep import GrepReply
+from caisson.tools.text import glob_regex, op_errors
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 NAME = "aar"
 SKIP_DIRS = frozenset(

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool, canonical_args
-from runtime.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
+from caisson.policy import Level
+from caisson.profiles.base import Profile, ProfileTool, canonical_args
+from caisson.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 NAME = "agent-air"
 

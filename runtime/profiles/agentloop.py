@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from runtime.policy import Level
-from runtime.profiles.base import Profile, ProfileTool, canonical_args
-from runtime.profiles.hooks import hook_tool
-from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
-from runtime.tools.text import glob_regex, op_errors
+from caisson.policy import Level
+from caisson.profiles.base import Profile, ProfileTool, canonical_args
+from caisson.profiles.hooks import hook_tool
+from caisson.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
+from caisson.tools.text import glob_regex, op_errors
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 NAME = "agentloop"
 SAFE, CAUTIOUS, DANGEROUS = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel, Field, PrivateAttr
 
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.policy.paths import is_secret
-from runtime.profiles.base import Profile, ProfileTool, canonical_args
-from runtime.profiles.hooks import hook_tool
-from runtime.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.policy.paths import is_secret
+from caisson.profiles.base import Profile, ProfileTool, canonical_args
+from caisson.profiles.hooks import hook_tool
+from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 NAME = "amp"
 MAX_FILE_SIZE = 65_536

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from runtime.policy import Level
-from runtime.tools.base import REGISTRY, Tool, ToolResult
-from runtime.tools.context import CatalogEntry
+from caisson.policy import Level
+from caisson.tools.base import REGISTRY, Tool, ToolResult
+from caisson.tools.context import CatalogEntry
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 
 def _identity_args(args: BaseModel, ctx: ToolContext) -> BaseModel:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from runtime.errors import CaissonError
-from runtime.profiles.base import Profile, ProfileTool
+from caisson.errors import CaissonError
+from caisson.profiles.base import Profile, ProfileTool
 
 FORMATS = ("openai", "anthropic", "mcp", "json_schema")
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

@@ -6,7 +6,7 @@ Task; AgentLoop's plan, run and plan-and-run). A profile still lists them, so an
 written against the specification sees its whole tool surface, and the embedding
 program serves them by registering a hook::
 
-    from runtime.profiles.hooks import register_hook
+    from caisson.profiles.hooks import register_hook
 
     async def oracle(ctx, args):              # ctx: a ToolContext (ctx.client.exec, ...);
         return await my_model.ask(args["task"])  # args: the tool's validated arguments
@@ -28,9 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime.policy import Level
-from runtime.tools.base import Tool, ToolError, ToolResult
-from runtime.tools.context import HasToolContext, ToolContext
+from caisson.policy import Level
+from caisson.tools.base import Tool, ToolError, ToolResult
+from caisson.tools.context import HasToolContext, ToolContext
 
 HookHandler = Callable[["ToolContext", dict[str, Any]], Any | Awaitable[Any]]
 

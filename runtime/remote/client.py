@@ -16,12 +16,12 @@ from typing import Any
 import anyio
 import httpx
 
-from runtime.client.archive import unpack_to, write_tar
-from runtime.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
-from runtime.config import SessionConfig
-from runtime.errors import CaissonError, CallTimeout, OpError, SessionError
-from runtime.remote.sse import read_events
-from runtime.tools.base import ToolResult
+from caisson.client.archive import unpack_to, write_tar
+from caisson.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
+from caisson.config import SessionConfig
+from caisson.errors import CaissonError, CallTimeout, OpError, SessionError
+from caisson.remote.sse import read_events
+from caisson.tools.base import ToolResult
 
 FORMATS = ("json_schema", "openai", "anthropic", "mcp")
 # SessionConfig fields the API takes when a session is opened.

@@ -9,13 +9,13 @@ from fastapi import FastAPI, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from runtime.server import errors, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
-from runtime.server.console import router as console_router
-from runtime.server.deps import ServerContext
-from runtime.server.metrics import CONTENT_TYPE
-from runtime.server.middleware import BodyLimit, LogRequests
-from runtime.server.models import Problem
-from runtime.server.settings import ServeSettings
+from caisson.server import errors, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
+from caisson.server.console import router as console_router
+from caisson.server.deps import ServerContext
+from caisson.server.metrics import CONTENT_TYPE
+from caisson.server.middleware import BodyLimit, LogRequests
+from caisson.server.models import Problem
+from caisson.server.settings import ServeSettings
 
 DESCRIPTION = """Sandboxed sessions for AI agents, per tenant. Authenticate with
 `Authorization: Bearer <API key>`. Another tenant's ids answer 404; quotas answer 429 with

@@ -11,11 +11,11 @@ import time
 
 import anyio
 
-from runtime.logs import get_logger
-from runtime.policy import ApprovalAnswer, ApprovalHandler, ApprovalRequest
-from runtime.server.models import ApprovalAnswerBody, ApprovalInfo
-from runtime.server.store import Store
-from runtime.server.tenancy import NotFound
+from caisson.logs import get_logger
+from caisson.policy import ApprovalAnswer, ApprovalHandler, ApprovalRequest
+from caisson.server.models import ApprovalAnswerBody, ApprovalInfo
+from caisson.server.store import Store
+from caisson.server.tenancy import NotFound
 
 log = get_logger("caisson.server.approvals")
 

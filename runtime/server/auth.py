@@ -9,8 +9,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from runtime.server.models import CreatedKey, KeyInfo
-from runtime.server.store import Store
+from caisson.server.models import CreatedKey, KeyInfo
+from caisson.server.store import Store
 
 PREFIX = "cai"
 # A revoked key may still be honoured this long by a server that looked it up just before.

@@ -17,7 +17,7 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Frame-Options": "DENY", "Cache-Con
 
 
 def _asset(name: str) -> str:
-    return resources.files("runtime.server").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("caisson.server").joinpath(name).read_text(encoding="utf-8")
 
 
 @router.get("/console", response_class=HTMLResponse, include_in_schema=False)

@@ -8,15 +8,15 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from runtime.runtime import Runtime
-from runtime.server.approvals import Approvals
-from runtime.server.auth import Forbidden, KeyChecker, Principal
-from runtime.server.metrics import Metrics
-from runtime.server.middleware import RequestLog
-from runtime.server.models import TenantInfo
-from runtime.server.quotas import RateLimiter
-from runtime.server.store import Store
-from runtime.server.tenancy import Live, Tenancy
+from caisson.runtime import Runtime
+from caisson.server.approvals import Approvals
+from caisson.server.auth import Forbidden, KeyChecker, Principal
+from caisson.server.metrics import Metrics
+from caisson.server.middleware import RequestLog
+from caisson.server.models import TenantInfo
+from caisson.server.quotas import RateLimiter
+from caisson.server.store import Store
+from caisson.server.tenancy import Live, Tenancy
 
 
 @dataclass

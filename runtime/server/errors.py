@@ -8,14 +8,14 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from runtime.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
-from runtime.logs import get_logger
-from runtime.server.approvals import AlreadyAnswered
-from runtime.server.auth import Forbidden, Unauthorized
-from runtime.server.deps import ServerContext
-from runtime.server.quotas import QuotaExceeded
-from runtime.server.routes_admin import Conflict
-from runtime.server.tenancy import Elsewhere, NotAllowed, NotFound
+from caisson.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
+from caisson.logs import get_logger
+from caisson.server.approvals import AlreadyAnswered
+from caisson.server.auth import Forbidden, Unauthorized
+from caisson.server.deps import ServerContext
+from caisson.server.quotas import QuotaExceeded
+from caisson.server.routes_admin import Conflict
+from caisson.server.tenancy import Elsewhere, NotAllowed, NotFound
 
 log = get_logger("caisson.server")
 

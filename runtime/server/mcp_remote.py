@@ -1,5 +1,5 @@
 """Remote MCP at ``/mcp`` (the caisson profile) and ``/mcp/<profile>`` (any other): the stdio
-server's tools (``runtime.mcp_tools``) over Streamable HTTP, authenticated by a
+server's tools (``caisson.mcp_tools``) over Streamable HTTP, authenticated by a
 tenant's API key. Each MCP session (protocol revisions with the initialize handshake) gets
 its own caisson session of that tenant and profile, opened on its first tool call within the
 tenant's quotas (a profile they leave out is refused there) and with its approval queue, and
@@ -22,15 +22,15 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 from starlette.types import Receive, Scope, Send
 
-from runtime.mcp_tools import SessionTools, tools_server
-from runtime.profiles import PROFILES, Profile, get_profile
-from runtime.server.auth import Principal, Unauthorized
-from runtime.server.deps import ServerContext
-from runtime.server.middleware import send_problem
-from runtime.server.models import SessionBody
-from runtime.server.quotas import QuotaExceeded
-from runtime.server.tenancy import NotAllowed, NotFound
-from runtime.session import Session
+from caisson.mcp_tools import SessionTools, tools_server
+from caisson.profiles import PROFILES, Profile, get_profile
+from caisson.server.auth import Principal, Unauthorized
+from caisson.server.deps import ServerContext
+from caisson.server.middleware import send_problem
+from caisson.server.models import SessionBody
+from caisson.server.quotas import QuotaExceeded
+from caisson.server.tenancy import NotAllowed, NotFound
+from caisson.session import Session
 
 DEFAULT_PROFILE = "caisson"
 STATE_KEY = "caisson.tools"

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from runtime.tools.base import ToolResult
+from caisson.tools.base import ToolResult
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

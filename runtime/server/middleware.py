@@ -9,11 +9,11 @@ import time
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.logs import get_logger
-from runtime.server.auth import KeyChecker, Principal, Unauthorized
-from runtime.server.metrics import Metrics
-from runtime.server.models import RequestRecord
-from runtime.server.store import Store
+from caisson.logs import get_logger
+from caisson.server.auth import KeyChecker, Principal, Unauthorized
+from caisson.server.metrics import Metrics
+from caisson.server.models import RequestRecord
+from caisson.server.store import Store
 
 log = get_logger("caisson.server.requests")
 

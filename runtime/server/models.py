@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.audit import AuditEvent
-from runtime.client.models import ExecResult, SpawnResult, TaskOutput, WriteResult
-from runtime.tools.base import ToolResult
+from caisson.audit import AuditEvent
+from caisson.client.models import ExecResult, SpawnResult, TaskOutput, WriteResult
+from caisson.tools.base import ToolResult
 
 __all__ = [
     "ApprovalAnswerBody",

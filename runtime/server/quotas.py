@@ -7,8 +7,8 @@ import math
 import time
 from collections import deque
 
-from runtime.docker.containers import parse_bytes
-from runtime.server.models import Quotas
+from caisson.docker.containers import parse_bytes
+from caisson.server.models import Quotas
 
 WINDOW = 60.0
 

@@ -6,10 +6,10 @@ import secrets
 
 from fastapi import APIRouter, status
 
-from runtime.server import auth
-from runtime.server.deps import Admin, Ctx, ServerContext
-from runtime.server.models import CreatedKey, KeyBody, KeyInfo, Quotas, TenantBody, TenantInfo
-from runtime.server.tenancy import NotFound
+from caisson.server import auth
+from caisson.server.deps import Admin, Ctx, ServerContext
+from caisson.server.models import CreatedKey, KeyBody, KeyInfo, Quotas, TenantBody, TenantInfo
+from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["admin"])
 

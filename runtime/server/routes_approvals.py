@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends
 
-from runtime.server.deps import Ctx, Principal, Tenant, principal
-from runtime.server.models import ApprovalAnswerBody, ApprovalInfo
+from caisson.server.deps import Ctx, Principal, Tenant, principal
+from caisson.server.models import ApprovalAnswerBody, ApprovalInfo
 
 router = APIRouter(tags=["approvals"])
 

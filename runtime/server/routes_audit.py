@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 import anyio
 from fastapi import APIRouter, Query
 
-from runtime.audit import AuditLog
-from runtime.server.deps import Ctx, ServerContext, Tenant
-from runtime.server.models import AuditEvent, RequestRecord
-from runtime.server.tenancy import NotFound
+from caisson.audit import AuditLog
+from caisson.server.deps import Ctx, ServerContext, Tenant
+from caisson.server.models import AuditEvent, RequestRecord
+from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["audit"])
 

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
-from runtime.client import archive
-from runtime.client.models import TaskInfo
-from runtime.errors import CaissonError, OpError
-from runtime.logs import get_logger
-from runtime.server.deps import Ctx, LiveSession
-from runtime.server.models import (
+from caisson.client import archive
+from caisson.client.models import TaskInfo
+from caisson.errors import CaissonError, OpError
+from caisson.logs import get_logger
+from caisson.server.deps import Ctx, LiveSession
+from caisson.server.models import (
     CallBody,
     ExecBody,
     ExecResult,
@@ -26,7 +26,7 @@ from runtime.server.models import (
     ToolResult,
     WriteResult,
 )
-from runtime.server.streams import sse_task_events
+from caisson.server.streams import sse_task_events
 
 router = APIRouter(tags=["calls"])
 log = get_logger("caisson.server")

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, status
 
-from runtime.server.deps import Ctx, LiveSession, Tenant
-from runtime.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
+from caisson.server.deps import Ctx, LiveSession, Tenant
+from caisson.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
 
 router = APIRouter(tags=["sessions"])
 

@@ -12,22 +12,22 @@ import anyio
 import uvicorn
 from fastapi import FastAPI
 
-from runtime.config import RuntimeConfig
-from runtime.docker import reaper
-from runtime.logs import get_logger
-from runtime.policy import Policy
-from runtime.runtime import Runtime
-from runtime.server import auth
-from runtime.server.app import create_app
-from runtime.server.approvals import Approvals
-from runtime.server.deps import ServerContext
-from runtime.server.mcp_remote import RemoteMcp
-from runtime.server.metrics import Metrics
-from runtime.server.middleware import RequestLog
-from runtime.server.quotas import RateLimiter
-from runtime.server.settings import ServeSettings
-from runtime.server.store import Store, database_url
-from runtime.server.tenancy import Tenancy
+from caisson.config import RuntimeConfig
+from caisson.docker import reaper
+from caisson.logs import get_logger
+from caisson.policy import Policy
+from caisson.runtime import Runtime
+from caisson.server import auth
+from caisson.server.app import create_app
+from caisson.server.approvals import Approvals
+from caisson.server.deps import ServerContext
+from caisson.server.mcp_remote import RemoteMcp
+from caisson.server.metrics import Metrics
+from caisson.server.middleware import RequestLog
+from caisson.server.quotas import RateLimiter
+from caisson.server.settings import ServeSettings
+from caisson.server.store import Store, database_url
+from caisson.server.tenancy import Tenancy
 
 log = get_logger("caisson.server")
 

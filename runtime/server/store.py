@@ -17,7 +17,7 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from runtime.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
+from caisson.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from runtime.client.primitives import SandboxClient
-from runtime.errors import CaissonError
+from caisson.client.primitives import SandboxClient
+from caisson.errors import CaissonError
 
 # Seconds the daemon holds a read open for new output.
 POLL = 1.0

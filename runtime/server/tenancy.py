@@ -10,18 +10,18 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from runtime.client.models import Confinement
-from runtime.client.primitives import SandboxClient
-from runtime.config import SessionConfig
-from runtime.docker import containers
-from runtime.errors import CaissonError, SessionError
-from runtime.logs import get_logger
-from runtime.policy import ApprovalHandler, Policy
-from runtime.runtime import Runtime
-from runtime.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
-from runtime.server.quotas import QuotaExceeded, check_memory
-from runtime.server.store import Store
-from runtime.session import Session
+from caisson.client.models import Confinement
+from caisson.client.primitives import SandboxClient
+from caisson.config import SessionConfig
+from caisson.docker import containers
+from caisson.errors import CaissonError, SessionError
+from caisson.logs import get_logger
+from caisson.policy import ApprovalHandler, Policy
+from caisson.runtime import Runtime
+from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
+from caisson.server.quotas import QuotaExceeded, check_memory
+from caisson.server.store import Store
+from caisson.session import Session
 
 log = get_logger("caisson.server")
 

@@ -4,11 +4,11 @@ process, git, web, planning, interaction, discovery, calculate). A tool is decla
 ``ToolContext`` (``context.py``), never the session. Importing this package registers every
 tool in ``REGISTRY``."""
 
-from runtime.tools import calculate, discovery, git, interaction, planning  # noqa: F401  (registers tools)
-from runtime.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult, tool
-from runtime.tools.files import edit, patch, read_write  # noqa: F401
-from runtime.tools.process import commands, shell, tasks  # noqa: F401
-from runtime.tools.search import grep, listing  # noqa: F401
-from runtime.tools.web import fetch, search  # noqa: F401
+from caisson.tools import calculate, discovery, git, interaction, planning  # noqa: F401  (registers tools)
+from caisson.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult, tool
+from caisson.tools.files import edit, patch, read_write  # noqa: F401
+from caisson.tools.process import commands, shell, tasks  # noqa: F401
+from caisson.tools.search import grep, listing  # noqa: F401
+from caisson.tools.web import fetch, search  # noqa: F401
 
 __all__ = ["REGISTRY", "Tool", "ToolError", "ToolInput", "ToolResult", "tool"]

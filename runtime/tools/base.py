@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.policy import Access, Level
+from caisson.policy import Access, Level
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 Number = int | float
 

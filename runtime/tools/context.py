@@ -14,11 +14,11 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from runtime.client.models import StatResult
-from runtime.client.primitives import SandboxClient
-from runtime.config import SessionConfig
-from runtime.policy import GrantStore, Policy, PolicyEngine
-from runtime.policy.paths import is_secret
+from caisson.client.models import StatResult
+from caisson.client.primitives import SandboxClient
+from caisson.config import SessionConfig
+from caisson.policy import GrantStore, Policy, PolicyEngine
+from caisson.policy.paths import is_secret
 
 T = TypeVar("T")
 
@@ -114,6 +114,6 @@ class ToolContext:
 
 
 class HasToolContext(Protocol):
-    """A session (``runtime.Session``), as far as per-session tool settings need one."""
+    """A session (``caisson.Session``), as far as per-session tool settings need one."""
 
     def tool_context(self, call_id: str = "") -> ToolContext: ...

@@ -13,10 +13,10 @@ import anyio
 from pydantic import Field, model_validator
 from rapidfuzz import fuzz
 
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import REGISTRY, ToolInput, ToolResult, tool
-from runtime.tools.context import CatalogEntry, HasToolContext, ToolContext
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import REGISTRY, ToolInput, ToolResult, tool
+from caisson.tools.context import CatalogEntry, HasToolContext, ToolContext
 
 
 def catalog(ctx: ToolContext) -> list[CatalogEntry]:

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import Field, model_validator
 
-from runtime.client.models import ExecResult
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, FindReply, glob_regex
+from caisson.client.models import ExecResult
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, FindReply, glob_regex
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from runtime.policy import Grant, GrantLevel, GrantStore, Level, PermissionAnswer
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.policy import Grant, GrantLevel, GrantStore, Level, PermissionAnswer
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 QuestionType = Literal["SingleChoice", "MultiChoice", "FreeText"]
 Answer = str | list[str] | None

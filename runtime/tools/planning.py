@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 from pydantic import Field
 
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.tools.context import HasToolContext, ToolContext
+    from caisson.tools.context import HasToolContext, ToolContext
 
 # ---- todos ------------------------------------------------------------------------------------
 

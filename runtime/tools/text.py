@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from runtime.errors import OpError
-from runtime.policy.paths import glob_translate
-from runtime.tools.base import ToolError
+from caisson.errors import OpError
+from caisson.policy.paths import glob_translate
+from caisson.tools.base import ToolError
 
 # Extensions rejected before any byte is read (seed 000's list).
 BINARY_EXTENSIONS = frozenset(

@@ -15,9 +15,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from runtime.errors import DockerUnavailable
-from runtime.logs import get_logger
-from runtime.transport.rawsock import SocketReader
+from caisson.errors import DockerUnavailable
+from caisson.logs import get_logger
+from caisson.transport.rawsock import SocketReader
 
 log = get_logger("caisson.attach")
 

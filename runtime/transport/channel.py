@@ -22,9 +22,9 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from runtime.errors import CallTimeout, DaemonDied, DaemonProtocolError, OpError, SessionError
-from runtime.logs import get_logger
-from sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
+from caisson._sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
+from caisson.errors import CallTimeout, DaemonDied, DaemonProtocolError, OpError, SessionError
+from caisson.logs import get_logger
 
 log = get_logger("caisson.channel")
 

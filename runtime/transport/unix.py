@@ -20,11 +20,11 @@ import stat
 import anyio
 import anyio.lowlevel
 
-from runtime.errors import DaemonProtocolError
-from runtime.transport.attach import AttachStream
-from runtime.transport.channel import ByteTransport
-from runtime.transport.rawsock import READ_SIZE, SocketReader
-from sandbox.protocol import SOCKET_PATH
+from caisson._sandbox.protocol import SOCKET_PATH
+from caisson.errors import DaemonProtocolError
+from caisson.transport.attach import AttachStream
+from caisson.transport.channel import ByteTransport
+from caisson.transport.rawsock import READ_SIZE, SocketReader
 
 # How often a host waiting for a starting daemon's socket looks again.
 POLL_INTERVAL = 0.002

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.audit import AuditEvent, AuditLog
-from runtime.dispatch import audit_event
-from runtime.policy import GrantStore, Level, Policy, PolicyEngine
-from runtime.redact import args_digest, canonical_json, redact_preview, redact_text
+from caisson.audit import AuditEvent, AuditLog
+from caisson.dispatch import audit_event
+from caisson.policy import GrantStore, Level, Policy, PolicyEngine
+from caisson.redact import args_digest, canonical_json, redact_preview, redact_text
 from tests.policy.conftest import make_call
 
 SECRETS = {

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from runtime import Runtime, Session
-from runtime.policy import Policy
-from runtime.tools.base import ToolResult
+from caisson import Runtime, Session
+from caisson.policy import Policy
+from caisson.tools.base import ToolResult
 
 # Conformance is about shapes and texts, not approvals: dangerous calls are auto-approved
 # (deny rules, confinement, secret files and destructive commands still apply).

@@ -9,9 +9,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from runtime import CaissonError, Runtime
-from runtime.profiles import PROFILES, get_profile
-from runtime.profiles.export import FORMATS, export_tools, input_schema, prompt_text
+from caisson import CaissonError, Runtime
+from caisson.profiles import PROFILES, get_profile
+from caisson.profiles.export import FORMATS, export_tools, input_schema, prompt_text
 from tests.conformance.conftest import profile_session
 
 STR, INT, NUM, BOOL, ARR, OBJ = "string", "integer", "number", "boolean", "array", "object"

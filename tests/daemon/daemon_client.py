@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime.docker.clone_exec import binary as clone_exec_binary  # noqa: E402
-from sandbox.protocol import FrameDecoder, encode_frame  # noqa: E402
+from caisson._sandbox.protocol import FrameDecoder, encode_frame  # noqa: E402
+from caisson.docker.clone_exec import binary as clone_exec_binary  # noqa: E402
 
 MARK_VAR = "DAEMON_TEST_MARK"
 # The daemon must run on Python >= 3.8: point this at another interpreter to check.

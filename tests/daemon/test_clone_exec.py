@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from daemon_client import clone_exec_binary, start_container_daemon
 
-from sandbox import clone_request, seccomp
-from sandbox.errors import DaemonError
-from sandbox.spawner import STAGE_EXEC, STAGE_SETUP
+from caisson._sandbox import clone_request, seccomp
+from caisson._sandbox.errors import DaemonError
+from caisson._sandbox.spawner import STAGE_EXEC, STAGE_SETUP
 
 HEADER = struct.Struct("<BIIIIIII")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from daemon_client import CallError, Client, as_root
 
-from sandbox import pathres
+from caisson._sandbox import pathres
 
 # ---------------------------------------------------------------- resolution (local daemon)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from daemon_client import Client, marked_pids, start_daemon
 
-from sandbox.protocol import encode_frame
+from caisson._sandbox.protocol import encode_frame
 
 
 def test_unknown_op_and_bad_args(daemon: Client) -> None:

@@ -14,7 +14,7 @@ from inspect_ai.solver import TaskState, generate, use_tools
 from inspect_ai.tool import bash
 from inspect_ai.util import sandbox
 
-from runtime.integrations.inspect import CaissonSandboxConfig
+from caisson.integrations.inspect import CaissonSandboxConfig
 
 
 @scorer(metrics=[accuracy()])

@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from runtime import Runtime
-from runtime.config import RuntimeConfig
-from runtime.docker import containers
-from runtime.integrations.inspect import CaissonSandboxEnvironment
+from caisson import Runtime
+from caisson.config import RuntimeConfig
+from caisson.docker import containers
+from caisson.integrations.inspect import CaissonSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 

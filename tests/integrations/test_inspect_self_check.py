@@ -12,7 +12,7 @@ from inspect_ai.util._sandbox import self_check
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (the suite's 44 checks)
 
-from runtime.integrations.inspect import CaissonSandboxEnvironment
+from caisson.integrations.inspect import CaissonSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 
@@ -43,5 +43,5 @@ def test_the_whole_suite_is_collected() -> None:
 def test_inspect_finds_the_provider_by_name() -> None:
     # The installed package declares the entry point Inspect loads for `sandbox="caisson"`.
     declared = {ep.name: ep.value for ep in entry_points(group="inspect_ai")}
-    assert declared.get("caisson") == "runtime.integrations.inspect"
+    assert declared.get("caisson") == "caisson.integrations.inspect"
     assert registry_find_sandboxenv("caisson") is CaissonSandboxEnvironment

@@ -9,7 +9,7 @@ from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments import get_environment
 from minisweagent.models.test_models import DeterministicModel, make_output
 
-from runtime.integrations.mini_swe_agent import CaissonEnvironment
+from caisson.integrations.mini_swe_agent import CaissonEnvironment
 
 AGENT = {"system_template": "You run commands.", "instance_template": "{{task}} on {{system}} {{machine}}", "step_limit": 10, "cost_limit": 0}
 

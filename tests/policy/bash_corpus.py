@@ -11,7 +11,7 @@ against bash 5.2: ``test -v 'a[$(touch f)]'`` creates f.
 
 from __future__ import annotations
 
-from runtime.policy import Level
+from caisson.policy import Level
 
 S, C, D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from runtime.policy import CallRequest, ResolvedPath
-from runtime.tools.base import REGISTRY
+from caisson.policy import CallRequest, ResolvedPath
+from caisson.tools.base import REGISTRY
 
 _ids = itertools.count(1)
 

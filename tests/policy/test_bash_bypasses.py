@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.policy import Level, classify_bash
+from caisson.policy import Level, classify_bash
 
 from .bash_corpus import BENIGN, BENIGN_COSTS, BYPASSES, all_bypasses
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.policy import Level, classify_bash
+from caisson.policy import Level, classify_bash
 
 S, C, D = Level.SAFE, Level.CAUTIOUS, Level.DANGEROUS
 

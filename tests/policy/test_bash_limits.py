@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from runtime.policy import Level, classify_bash
+from caisson.policy import Level, classify_bash
 
 N = 10_000
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from runtime.policy import Level, classify_bash
+from caisson.policy import Level, classify_bash
 
 from .bash_corpus import BENIGN, all_bypasses
 

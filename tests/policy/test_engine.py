@@ -10,7 +10,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from runtime.policy import (
+from caisson.policy import (
     ApprovalAnswer,
     ApprovalRequest,
     Grant,
@@ -21,7 +21,7 @@ from runtime.policy import (
     PolicyEngine,
     Rule,
 )
-from runtime.tools.base import REGISTRY
+from caisson.tools.base import REGISTRY
 
 from .conftest import make_call
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.policy import glob_match
-from runtime.tools.text import glob_regex
+from caisson.policy import glob_match
+from caisson.tools.text import glob_regex
 
 CASES = [
     ("src/**.py", "src/a.py"),

@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.policy import ApprovalAnswer, ApprovalRequest, BashClassification, Level, Policy
-from runtime.tools.process.shell import STATE_DIRS
+from caisson import Runtime, Session
+from caisson.policy import ApprovalAnswer, ApprovalRequest, BashClassification, Level, Policy
+from caisson.tools.process.shell import STATE_DIRS
 from tests.policy.bash_corpus import all_bypasses
 
 pytestmark = pytest.mark.anyio
@@ -135,7 +135,7 @@ async def test_blind_classifier_kernel_still_refuses_writes(
     def blind(command: str, **_: object) -> BashClassification:
         return BashClassification(level=Level.SAFE, reasons=["blinded"], destructive=None, segments=[], residual=Level.SAFE)
 
-    monkeypatch.setattr("runtime.policy.engine.classify_bash", blind)
+    monkeypatch.setattr("caisson.policy.engine.classify_bash", blind)
     async with rt.session(approval_handler=deny) as s:
         await prepare(s)
         ran, _ = await run_all(s)
@@ -161,7 +161,7 @@ async def test_background_tasks_and_their_children_inherit_the_confinement(
     def blind(command: str, **_: object) -> BashClassification:
         return BashClassification(level=Level.SAFE, reasons=["blinded"], destructive=None, segments=[], residual=Level.SAFE)
 
-    monkeypatch.setattr("runtime.policy.engine.classify_bash", blind)
+    monkeypatch.setattr("caisson.policy.engine.classify_bash", blind)
     escapes = [
         "sleep 0.3; touch /var/tmp/bg-1",
         "(setsid sh -c 'sleep 0.3; touch /var/tmp/bg-2' &); sleep 1",

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Runtime
-from runtime.client import archive, extract
-from runtime.errors import OpError
+from caisson import Runtime
+from caisson.client import archive, extract
+from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Runtime
-from runtime.policy import ApprovalAnswer, ApprovalRequest
+from caisson import Runtime
+from caisson.policy import ApprovalAnswer, ApprovalRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +61,7 @@ async def test_agent_cannot_reach_the_daemon(rt: Runtime, gvisor: bool) -> None:
 
 async def test_no_tool_reaches_root(rt: Runtime) -> None:
     """Every command a tool runs is the agent's: the confined client refuses another user."""
-    from runtime.errors import OpError
+    from caisson.errors import OpError
 
     async with rt.session(approval_handler=approve) as s:
         for tool, args in [

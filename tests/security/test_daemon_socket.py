@@ -18,12 +18,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.errors import DaemonProtocolError
-from runtime.policy import ApprovalAnswer, ApprovalRequest
-from runtime.transport import unix
-from runtime.transport.unix import UnixStream
-from sandbox.protocol import SOCKET_PATH, encode_frame
+from caisson import Runtime
+from caisson._sandbox.protocol import SOCKET_PATH, encode_frame
+from caisson.errors import DaemonProtocolError
+from caisson.policy import ApprovalAnswer, ApprovalRequest
+from caisson.transport import unix
+from caisson.transport.unix import UnixStream
 
 pytestmark = pytest.mark.anyio
 
@@ -166,7 +166,7 @@ async def test_host_never_follows_a_planted_socket(rt: Runtime, tmp_path: Path) 
 
 def test_refusal_is_for_peers_inside_the_pid_namespace() -> None:
     """The check the daemon makes: the host's pid is not visible in the container (0)."""
-    from sandbox.listen import from_outside
+    from caisson._sandbox.listen import from_outside
 
     a, b = socket.socketpair(socket.AF_UNIX)
     try:

@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.client.models import Confinement
-from runtime.docker.containers import LEASE_PATH
-from runtime.policy import BashClassification, Level, Policy
-from sandbox.views import BASE
+from caisson import Runtime, Session
+from caisson._sandbox.views import BASE
+from caisson.client.models import Confinement
+from caisson.docker.containers import LEASE_PATH
+from caisson.policy import BashClassification, Level, Policy
 from tests.security.test_bash_live import COMMANDS, deny, prepare, run_all
 from tests.security.test_bash_live import changes as all_changes
 
@@ -73,7 +73,7 @@ async def test_deny_all_default_policy(gvisor: Session) -> None:
 
 
 async def test_blind_classifier_kernel_still_refuses_writes(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime.policy.engine.classify_bash", blind)
+    monkeypatch.setattr("caisson.policy.engine.classify_bash", blind)
     async with rt.session(gvisor=True, approval_handler=deny) as s:
         await prepare(s)
         ran, _ = await run_all(s)
@@ -92,7 +92,7 @@ async def test_max_level_safe_writes_nothing(rt: Runtime) -> None:
 
 
 async def test_background_escapes_stay_confined(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runtime.policy.engine.classify_bash", blind)
+    monkeypatch.setattr("caisson.policy.engine.classify_bash", blind)
     escapes = [
         "sleep 0.3; touch /var/tmp/bg-1",
         "(setsid sh -c 'sleep 0.3; touch /var/tmp/bg-2' &); sleep 1",

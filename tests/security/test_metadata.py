@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.client.models import Confinement
+from caisson import Runtime, Session
+from caisson.client.models import Confinement
 
 pytestmark = pytest.mark.anyio
 

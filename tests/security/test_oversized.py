@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from runtime import Runtime, Session
+from caisson import Runtime, Session
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.policy import ApprovalAnswer, ApprovalRequest
+from caisson import Runtime, Session
+from caisson.policy import ApprovalAnswer, ApprovalRequest
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import uuid
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.policy import ApprovalAnswer, ApprovalRequest
+from caisson import Runtime
+from caisson.policy import ApprovalAnswer, ApprovalRequest
 
 pytestmark = pytest.mark.anyio
 

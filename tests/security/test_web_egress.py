@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from runtime import Runtime
-from runtime.policy import ApprovalAnswer, ApprovalRequest, Level, Policy
-from runtime.tools.web.settings import configure_web
+from caisson import Runtime
+from caisson.policy import ApprovalAnswer, ApprovalRequest, Level, Policy
+from caisson.tools.web.settings import configure_web
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,8 @@ import pytest
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-from runtime.docker.images import build_image
-from runtime.server.settings import ServeSettings
+from caisson.docker.images import build_image
+from caisson.server.settings import ServeSettings
 from tests.server.harness import Api, ServerThread, postgres_image
 
 # No reaper container: the fixture stops what it starts.

@@ -16,11 +16,11 @@ import anyio
 import docker
 import httpx
 
-from runtime.docker.images import resolve_base
-from runtime.server.models import SessionInfo
-from runtime.server.serve import Hosted
-from runtime.server.settings import ServeSettings
-from runtime.server.store import Store
+from caisson.docker.images import resolve_base
+from caisson.server.models import SessionInfo
+from caisson.server.serve import Hosted
+from caisson.server.settings import ServeSettings
+from caisson.server.store import Store
 from tests.loop import run_async
 
 POSTGRES_DOCKERFILE = Path(__file__).with_name("postgres.Dockerfile")

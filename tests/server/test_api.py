@@ -15,8 +15,8 @@ import docker
 import httpx
 import pytest
 
-from runtime.server.models import SessionInfo
-from runtime.server.store import Store, database_url
+from caisson.server.models import SessionInfo
+from caisson.server.store import Store, database_url
 from tests.server.harness import Api, TenantKey, leave_session, tar_of, untar
 
 DANGEROUS = 'python3 -c "print(6 * 7)"'

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import RemoteRuntime
+from caisson import RemoteRuntime
 from tests.security.test_copy_out import RACER, WORKSPACE_ATTACK, Arena, attack_copies
 from tests.server.harness import Api
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.bench.hosted import bench_hosted
+from caisson.bench.hosted import bench_hosted
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from runtime import RemoteRuntime, Runtime
-from runtime.errors import CaissonError, OpError
-from runtime.remote import RemoteError
+from caisson import RemoteRuntime, Runtime
+from caisson.errors import CaissonError, OpError
+from caisson.remote import RemoteError
 from tests.server.harness import Api, untar
 
 pytestmark = pytest.mark.anyio

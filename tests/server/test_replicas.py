@@ -15,10 +15,10 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from runtime.remote import RemoteRuntime, RemoteSession
-from runtime.server import serve
-from runtime.server.models import SessionInfo
-from runtime.server.store import Store, replicas, sessions
+from caisson.remote import RemoteRuntime, RemoteSession
+from caisson.server import serve
+from caisson.server.models import SessionInfo
+from caisson.server.store import Store, replicas, sessions
 from tests.loop import run_async
 from tests.server.conftest import start_server
 from tests.server.harness import Api, leave_session

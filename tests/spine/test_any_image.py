@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from runtime import ImageError, Runtime
-from runtime.docker.images import resolve_base
+from caisson import ImageError, Runtime
+from caisson.docker.images import resolve_base
 
 pytestmark = pytest.mark.anyio
 

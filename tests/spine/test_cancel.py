@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import Runtime
+from caisson import Runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ async def test_a_cancelled_bash_call_saves_no_state(rt: Runtime) -> None:
 
 
 async def test_a_call_past_its_deadline_is_stopped_too(rt: Runtime) -> None:
-    from runtime.errors import CallTimeout
+    from caisson.errors import CallTimeout
 
     async with rt.session(call_timeout=1) as s:
         with pytest.raises(CallTimeout):

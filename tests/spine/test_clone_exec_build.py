@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.docker import clone_exec
+from caisson.docker import clone_exec
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
+from caisson._sandbox.protocol import FrameDecoder, ProtocolError, encode_frame
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),

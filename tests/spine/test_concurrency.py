@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import Runtime, Session
+from caisson import Runtime, Session
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Runtime
-from runtime.errors import OpError
+from caisson import Runtime
+from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
 

@@ -12,10 +12,10 @@ import time
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.config import Limits
-from runtime.docker import containers
-from runtime.errors import DaemonDied, SessionError
+from caisson import Runtime
+from caisson.config import Limits
+from caisson.docker import containers
+from caisson.errors import DaemonDied, SessionError
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from runtime import CallTimeout, DaemonProtocolError, DockerUnavailable, Runtime, RuntimeConfig, Session
-from runtime.transport.attach import open_attach
+from caisson import CallTimeout, DaemonProtocolError, DockerUnavailable, Runtime, RuntimeConfig, Session
+from caisson.transport.attach import open_attach
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ async def test_no_docker_engine_says_how_to_start_one(tmp_path: object) -> None:
 
 def test_cli_errors_are_one_line_not_a_traceback(tmp_path: object) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "runtime.interfaces.cli", "demo"],
+        [sys.executable, "-m", "caisson.interfaces.cli", "demo"],
         capture_output=True, text=True, timeout=60,
         env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock", "CAISSON_STATE_DIR": str(tmp_path)},
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Runtime
-from runtime.policy import Policy
+from caisson import Runtime
+from caisson.policy import Policy
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ import time
 import anyio
 import pytest
 
-from runtime import CallTimeout, DaemonDied, DaemonProtocolError, Runtime
-from runtime.transport.channel import Channel
-from sandbox.protocol import encode_frame
+from caisson import CallTimeout, DaemonDied, DaemonProtocolError, Runtime
+from caisson._sandbox.protocol import encode_frame
+from caisson.transport.channel import Channel
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from runtime import Session
-from runtime.errors import OpError
+from caisson import Session
+from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
 

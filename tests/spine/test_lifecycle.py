@@ -14,8 +14,8 @@ import anyio
 import docker.errors
 import pytest
 
-from runtime import Runtime, RuntimeConfig, SessionError
-from runtime.docker.containers import LABEL_SESSION
+from caisson import Runtime, RuntimeConfig, SessionError
+from caisson.docker.containers import LABEL_SESSION
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ async def test_session_closes_even_when_the_body_raises(rt: Runtime) -> None:
 CONTROLLER = textwrap.dedent(
     """
     import anyio
-    from runtime import Runtime, logs
+    from caisson import Runtime, logs
     logs.configure()  # logs to stderr; stdout carries only the container id
     async def main():
         async with Runtime() as rt:
@@ -77,7 +77,7 @@ async def test_sigkilled_controller_leaves_nothing_after_gc(rt: Runtime, tmp_pat
 
 
 async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(rt: Runtime) -> None:
-    from runtime.docker import reaper
+    from caisson.docker import reaper
 
     s = await rt.open_session()  # a grace period: its daemon ends it when its controller is gone
     labels = rt.client.api.inspect_container(s.container_id)["Config"]["Labels"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.config import SessionConfig
-from runtime.docker.containers import LABEL_SESSION
+from caisson import Runtime
+from caisson.config import SessionConfig
+from caisson.docker.containers import LABEL_SESSION
 
 pytestmark = pytest.mark.anyio
 
@@ -24,8 +24,8 @@ GRACE = 5.0
 
 CONTROLLER = """
 import anyio, sys
-from runtime import Runtime
-from runtime.config import RuntimeConfig, SessionConfig
+from caisson import Runtime
+from caisson.config import RuntimeConfig, SessionConfig
 
 async def main():
     async with Runtime(RuntimeConfig(state_dir=sys.argv[1])) as rt:

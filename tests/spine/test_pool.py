@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
-from runtime.docker.containers import LABEL_OWNER
+from caisson import Runtime
+from caisson.config import Limits, PoolConfig, RuntimeConfig, SessionConfig
+from caisson.docker.containers import LABEL_OWNER
 
 pytestmark = pytest.mark.anyio
 

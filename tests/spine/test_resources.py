@@ -8,8 +8,8 @@ import os
 import anyio
 import pytest
 
-from runtime import DaemonDied, Runtime
-from runtime.config import Limits
+from caisson import DaemonDied, Runtime
+from caisson.config import Limits
 
 pytestmark = pytest.mark.anyio
 

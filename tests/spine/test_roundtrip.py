@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from runtime import OpError, Session
+from caisson import OpError, Session
 
 pytestmark = pytest.mark.anyio
 

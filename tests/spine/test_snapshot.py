@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Runtime
-from runtime.config import RuntimeConfig
+from caisson import Runtime
+from caisson.config import RuntimeConfig
 
 pytestmark = pytest.mark.anyio
 

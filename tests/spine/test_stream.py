@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from runtime import Runtime
+from caisson import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import Session
+from caisson import Session
 
 pytestmark = pytest.mark.anyio
 

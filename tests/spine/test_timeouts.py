@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Runtime, Session
+from caisson import Runtime, Session
 
 pytestmark = pytest.mark.anyio
 

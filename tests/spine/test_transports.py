@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import Runtime
-from runtime.config import PoolConfig, RuntimeConfig, SessionConfig
-from runtime.errors import DaemonDied
-from runtime.transport.attach import AttachStream
-from runtime.transport.unix import UnixStream
+from caisson import Runtime
+from caisson.config import PoolConfig, RuntimeConfig, SessionConfig
+from caisson.errors import DaemonDied
+from caisson.transport.attach import AttachStream
+from caisson.transport.unix import UnixStream
 
 pytestmark = pytest.mark.anyio
 

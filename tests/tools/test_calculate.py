@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.tools.base import ToolError
-from runtime.tools.calculate import CalculateInput, calculate, evaluate, format_number
+from caisson.tools.base import ToolError
+from caisson.tools.calculate import CalculateInput, calculate, evaluate, format_number
 
 pytestmark = pytest.mark.anyio
 

@@ -7,9 +7,9 @@ import uuid
 import pytest
 from toolcall import call
 
-from runtime import Session
-from runtime.tools.base import ToolError
-from runtime.tools.files.edit import commit, load_text
+from caisson import Session
+from caisson.tools.base import ToolError
+from caisson.tools.files.edit import commit, load_text
 
 pytestmark = pytest.mark.anyio
 

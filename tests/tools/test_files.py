@@ -8,8 +8,8 @@ import hashlib
 import pytest
 from toolcall import call, fresh_dir
 
-from runtime import Session
-from runtime.tools.base import REGISTRY
+from caisson import Session
+from caisson.tools.base import REGISTRY
 
 pytestmark = pytest.mark.anyio
 

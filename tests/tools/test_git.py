@@ -7,9 +7,9 @@ import itertools
 import pytest
 from toolcall import call, code
 
-from runtime import Session
-from runtime.tools.base import REGISTRY
-from runtime.tools.git import parse_branch_header, parse_log, parse_status
+from caisson import Session
+from caisson.tools.base import REGISTRY
+from caisson.tools.git import parse_branch_header, parse_log, parse_status
 
 pytestmark = pytest.mark.anyio
 _counter = itertools.count()

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from toolcall import call, code
 
-from runtime import Runtime, Session
-from runtime.policy import ApprovalAnswer, ApprovalRequest, GrantLevel
-from runtime.tools.base import REGISTRY
-from runtime.tools.discovery import configure_skills, parse_front_matter
-from runtime.tools.interaction import ALLOW_ONCE, ALLOW_SESSION, Answer, Question
+from caisson import Runtime, Session
+from caisson.policy import ApprovalAnswer, ApprovalRequest, GrantLevel
+from caisson.tools.base import REGISTRY
+from caisson.tools.discovery import configure_skills, parse_front_matter
+from caisson.tools.interaction import ALLOW_ONCE, ALLOW_SESSION, Answer, Question
 
 pytestmark = pytest.mark.anyio
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.client.models import WalkEntry, WalkResult
-from runtime.tools.base import ToolError
-from runtime.tools.files import matching
-from runtime.tools.files.patch import apply_hunks, parse_patch
-from runtime.tools.search.grep import check_pattern
-from runtime.tools.search.listing import IgnoreRules, select_files
-from runtime.tools.text import GitGlob, changed_lines, glob_regex, unified_diff
+from caisson.client.models import WalkEntry, WalkResult
+from caisson.tools.base import ToolError
+from caisson.tools.files import matching
+from caisson.tools.files.patch import apply_hunks, parse_patch
+from caisson.tools.search.grep import check_pattern
+from caisson.tools.search.listing import IgnoreRules, select_files
+from caisson.tools.text import GitGlob, changed_lines, glob_regex, unified_diff
 
 
 def apply(content: str, old: str, new: str, **kw: object) -> tuple[str, matching.Match]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from toolcall import call, fresh_dir
 
-from runtime import Session
-from runtime.tools.base import REGISTRY
+from caisson import Session
+from caisson.tools.base import REGISTRY
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ import anyio
 import pytest
 from toolcall import call, code
 
-from runtime import Session
-from runtime.tools.base import REGISTRY
-from runtime.tools.planning import (
+from caisson import Session
+from caisson.tools.base import REGISTRY
+from caisson.tools.planning import (
     Plan,
     PlanStore,
     Step,

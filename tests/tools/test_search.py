@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from toolcall import call
 
-from runtime import Runtime, Session
-from runtime.bench.file_tools import make_tree
-from runtime.docker.images import resolve_base
-from runtime.tools.search.grep import GrepInput, run_search
-from runtime.tools.search.listing import GlobInput, find_files, name_globs
+from caisson import Runtime, Session
+from caisson.bench.file_tools import make_tree
+from caisson.docker.images import resolve_base
+from caisson.tools.search.grep import GrepInput, run_search
+from caisson.tools.search.listing import GlobInput, find_files, name_globs
 
 pytestmark = pytest.mark.anyio
 

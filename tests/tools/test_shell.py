@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from toolcall import call
 
-from runtime import Runtime, Session
-from runtime.bench.shell import bench_bash
-from runtime.tools.base import REGISTRY, ToolResult
-from runtime.tools.process.shell import BashInput, render_output, take_report
+from caisson import Runtime, Session
+from caisson.bench.shell import bench_bash
+from caisson.tools.base import REGISTRY, ToolResult
+from caisson.tools.process.shell import BashInput, render_output, take_report
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from toolcall import call
 
-from runtime import Runtime, RuntimeConfig, Session
-from runtime.tools.base import ToolResult
+from caisson import Runtime, RuntimeConfig, Session
+from caisson.tools.base import ToolResult
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import pytest
 from toolcall import call, code
 
-from runtime import Session
-from runtime.tools.web.convert import html_to_markdown
-from runtime.tools.web.guard import check_url, forbidden_reason, strip_tracking
-from runtime.tools.web.settings import SearchResult, WebSettings, configure_web, register_search_provider
+from caisson import Session
+from caisson.tools.web.convert import html_to_markdown
+from caisson.tools.web.guard import check_url, forbidden_reason, strip_tracking
+from caisson.tools.web.settings import SearchResult, WebSettings, configure_web, register_search_provider
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtime import Session
-from runtime.tools.base import REGISTRY, ToolError, ToolResult
+from caisson import Session
+from caisson.tools.base import REGISTRY, ToolError, ToolResult
 
 
 async def call(session: Session, name: str, **args: Any) -> ToolResult:

@@ -146,7 +146,7 @@ def _braces(pattern: str) -> list[str]:
 
 @lru_cache(maxsize=512)
 def _policy_alternatives(glob: str) -> tuple[tuple[_Item, ...], ...]:
-    """Item lists that together match what :func:`runtime.policy.paths.glob_match` matches:
+    """Item lists that together match what :func:`caisson.policy.paths.glob_match` matches:
     an unanchored glob matches at any depth, ``**/`` is zero or more directories."""
     out: list[tuple[_Item, ...]] = []
     for expanded in _braces(glob):

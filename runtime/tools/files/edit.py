@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.files import matching
-from runtime.tools.text import (
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.files import matching
+from caisson.tools.text import (
     changed_lines,
     decode,
     dominant_newline,
@@ -33,8 +33,8 @@ from runtime.tools.text import (
 )
 
 if TYPE_CHECKING:
-    from runtime.client.models import WriteResult
-    from runtime.tools.context import ToolContext
+    from caisson.client.models import WriteResult
+    from caisson.tools.context import ToolContext
 
 # Larger files are not edited in memory on the host.
 MAX_EDIT_BYTES = 64 * 1024 * 1024

@@ -19,7 +19,7 @@ from typing import Literal
 
 from rapidfuzz.distance import Levenshtein
 
-from runtime.tools.text import dominant_newline
+from caisson.tools.text import dominant_newline
 
 Stage = Literal["exact", "whitespace", "fuzzy"]
 # How seed 000 names the stages in its result text.

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.files.edit import Loaded, check_version, commit, history, load_text
-from runtime.tools.text import dominant_newline, op_errors, printable, split_keepends, unified_diff
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.files.edit import Loaded, check_version, commit, history, load_text
+from caisson.tools.text import dominant_newline, op_errors, printable, split_keepends, unified_diff
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 from rapidfuzz import fuzz
 
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import NotPlain, ToolError, ToolInput, ToolResult, tool
-from runtime.tools.files.edit import UNDO_MAX_FILE, record_change
-from runtime.tools.text import (
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import NotPlain, ToolError, ToolInput, ToolResult, tool
+from caisson.tools.files.edit import UNDO_MAX_FILE, record_change
+from caisson.tools.text import (
     BINARY_SNIFF_BYTES,
     image_media_type,
     is_binary_content,
@@ -32,7 +32,7 @@ from runtime.tools.text import (
 )
 
 if TYPE_CHECKING:
-    from runtime.tools.context import Probe, ToolContext
+    from caisson.tools.context import Probe, ToolContext
 
 # Files up to this size are fetched whole (total line count and hash known); larger ones are
 # read chunk by chunk only as far as the requested lines.

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from runtime.client.models import ExecResult
-from runtime.errors import OpError
-from runtime.policy import Level, check_exec_metacharacters
-from runtime.tools.base import ToolError, ToolResult, tool
-from runtime.tools.process.shell import (
+from caisson.client.models import ExecResult
+from caisson.errors import OpError
+from caisson.policy import Level, check_exec_metacharacters
+from caisson.tools.base import ToolError, ToolResult, tool
+from caisson.tools.process.shell import (
     STDERR_MAX,
     STDOUT_MAX,
     TimedInput,
@@ -24,7 +24,7 @@ from runtime.tools.process.shell import (
 )
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 INTERPRETERS = {
     ".py": "python3",

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import Field, field_validator
 
-from runtime.client.models import Confinement, ExecResult, SpawnResult
-from runtime.client.primitives import SandboxClient
-from runtime.errors import OpError
-from runtime.policy import Level, classify_bash
-from runtime.tools.base import ToolError, ToolErrorInfo, ToolInput, ToolResult, tool
+from caisson.client.models import Confinement, ExecResult, SpawnResult
+from caisson.client.primitives import SandboxClient
+from caisson.errors import OpError
+from caisson.policy import Level, classify_bash
+from caisson.tools.base import ToolError, ToolErrorInfo, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 # Where the state lives: tmpfs when the container has one, because rewriting a small file
 # on the overlay filesystem costs ~1.5 ms (ext4 flushes truncated-then-rewritten files)

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import Field
 
-from runtime.client.models import TaskInfo, TaskOutput
-from runtime.errors import OpError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.client.models import TaskInfo, TaskOutput
+from caisson.errors import OpError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 READ_MAX = 100 * 1024
 MAX_WAIT = 300.0

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runtime.errors import DaemonProtocolError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
-from runtime.tools.text import GitGlob, op_errors
+from caisson.errors import DaemonProtocolError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
+from caisson.tools.text import GitGlob, op_errors
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 # Name globs of each file type (ripgrep's definitions, abridged).
 FILE_TYPES: dict[str, tuple[str, ...]] = {

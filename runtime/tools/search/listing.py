@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Literal
 from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, Field, ValidationError
 
-from runtime.errors import DaemonProtocolError, OpError
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.text import GitGlob, glob_regex, human_size, op_errors, permissions
+from caisson.errors import DaemonProtocolError, OpError
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.text import GitGlob, glob_regex, human_size, op_errors, permissions
 
 if TYPE_CHECKING:
-    from runtime.client.models import DirEntry, WalkEntry, WalkResult
-    from runtime.tools.context import ToolContext
+    from caisson.client.models import DirEntry, WalkEntry, WalkResult
+    from caisson.tools.context import ToolContext
 
 IGNORE_FILE = ".gitignore"
 # Never listed or searched: git's own database.

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from runtime.policy import Level
-from runtime.tools.base import ToolError, ToolInput, ToolResult, tool
-from runtime.tools.web.convert import html_to_markdown
-from runtime.tools.web.guard import FetchRefused, strip_tracking
-from runtime.tools.web.http import fetch
-from runtime.tools.web.settings import web_settings
+from caisson.policy import Level
+from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.web.convert import html_to_markdown
+from caisson.tools.web.guard import FetchRefused, strip_tracking
+from caisson.tools.web.http import fetch
+from caisson.tools.web.settings import web_settings
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript", "application/ld+json")

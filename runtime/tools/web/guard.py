@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 import httpcore
 
-from runtime.tools.web.settings import WebSettings
+from caisson.tools.web.settings import WebSettings
 
 TRACKING_PARAMS = frozenset(
     {

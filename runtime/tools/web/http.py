@@ -11,8 +11,8 @@ import anyio
 import httpcore
 import httpx
 
-from runtime.tools.web.guard import FetchRefused, PinnedBackend, Target, check_url, resolve_checked
-from runtime.tools.web.settings import WebSettings
+from caisson.tools.web.guard import FetchRefused, PinnedBackend, Target, check_url, resolve_checked
+from caisson.tools.web.settings import WebSettings
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 READ_CHUNK = 64 * 1024

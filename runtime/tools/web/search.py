@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from runtime.policy import Level
-from runtime.tools.base import ToolErrorInfo, ToolInput, ToolResult, tool
-from runtime.tools.web.settings import SEARCH_PROVIDERS, SearchProvider, WebSettings, web_settings
+from caisson.policy import Level
+from caisson.tools.base import ToolErrorInfo, ToolInput, ToolResult, tool
+from caisson.tools.web.settings import SEARCH_PROVIDERS, SearchProvider, WebSettings, web_settings
 
 if TYPE_CHECKING:
-    from runtime.tools.context import ToolContext
+    from caisson.tools.context import ToolContext
 
 class WebSearchInput(ToolInput):
     query: str = Field(min_length=1, description="Search query")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from runtime.tools.context import HasToolContext, ToolContext
+    from caisson.tools.context import HasToolContext, ToolContext
 
 
 class SearchResult(BaseModel):

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.policy import Level
-from runtime.profiles import get_profile
-from runtime.profiles.export import prompt_text
+from caisson import Runtime, Session
+from caisson.policy import Level
+from caisson.profiles import get_profile
+from caisson.profiles.export import prompt_text
 from tests.conformance.conftest import profile_session, sh
 
 pytestmark = pytest.mark.anyio

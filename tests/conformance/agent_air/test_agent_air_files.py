@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
+from caisson import Runtime, Session
 from tests.conformance.conftest import profile_session, sh
 
 pytestmark = pytest.mark.anyio

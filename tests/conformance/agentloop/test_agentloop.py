@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.policy import Level
-from runtime.profiles import get_profile
-from runtime.profiles.hooks import register_hook
-from runtime.tools.web.settings import configure_web
+from caisson import Runtime, Session
+from caisson.policy import Level
+from caisson.profiles import get_profile
+from caisson.profiles.hooks import register_hook
+from caisson.tools.web.settings import configure_web
 from tests.conformance.conftest import as_json, profile_session, sh
 
 pytestmark = pytest.mark.anyio

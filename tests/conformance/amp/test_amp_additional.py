@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from runtime import Runtime, Session
-from runtime.profiles.hooks import register_hook
+from caisson import Runtime, Session
+from caisson.profiles.hooks import register_hook
 from tests.conformance.conftest import profile_session, sh
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +106,7 @@ async def test_tilde_is_the_agents_home(s: Session) -> None:
 async def test_bash_has_no_timeout_of_its_own(s: Session) -> None:
     """001 Bash: Amp runs commands without a timeout; here a command may run as long as the
     session lives (the canonical tool's 600 s cap does not apply)."""
-    from runtime.profiles import get_profile
+    from caisson.profiles import get_profile
 
     bash = get_profile("amp").lookup("Bash")
     assert bash is not None

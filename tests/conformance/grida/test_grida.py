@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime import Runtime, Session
+from caisson import Runtime, Session
 from tests.conformance.conftest import as_json, profile_session, sh
 
 pytestmark = pytest.mark.anyio
