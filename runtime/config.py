@@ -12,6 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # The capabilities the root daemon needs: chown/mode keeping on writes, writing files the
 # agent owns, dropping to the agent user, and signalling the agent's processes.
 DAEMON_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"]
+# Under gVisor only, where there is no Landlock: the daemon mounts read-only views and
+# chroots commands into them (sandbox/views.py). Capabilities of gVisor's own kernel, not
+# the host's; commands never hold them.
+GVISOR_DAEMON_CAPABILITIES = ["SYS_ADMIN", "SYS_CHROOT"]
 
 
 def process_start_ticks(pid: int) -> str:

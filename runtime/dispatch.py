@@ -284,7 +284,7 @@ class Dispatcher:
                 "cwd": self.client.resolve(cwd) if cwd else self.client.cwd,
                 "access": canonical.access,
                 "reads": canonical.reads,
-                "kernel_confines": bool(self.client.info and self.client.info.landlock),
+                "kernel_confines": bool(self.client.info and (self.client.info.landlock or self.client.info.levels)),
             }
         )
         paths = [p for p in canonical.paths(canonical_args) if p]

@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -37,11 +39,12 @@
 #endif
 
 enum { STAGE_SETUP = 1, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC };
-enum { HAS_STDIN = 1, HAS_RULESET = 2, HAS_CWD_FD = 4, HAS_IDS = 8 };
+enum { HAS_STDIN = 1, HAS_RULESET = 2, HAS_CWD_FD = 4, HAS_IDS = 8, HAS_ROOT = 16 };
 
 #define SOCK 3
 #define MAX_FDS 5
-#define HEADER 25 /* flags u8, then uid, gid, ngroups, argc, npaths, nenv as u32 */
+#define HEADER 29 /* flags u8, then uid, gid, ngroups, argc, npaths, nenv, nfilter as u32 */
+#define MAX_FILTER 4096 /* BPF_MAXINSNS */
 #define MAX_REQUEST (64u << 20)
 
 static void put_u32(unsigned char *p, uint32_t v) {
@@ -145,16 +148,27 @@ static void clone_main(int devnull) {
     uid_t uid = (uid_t)u32_at(p + 1);
     gid_t gid = (gid_t)u32_at(p + 5);
     uint32_t ngroups = u32_at(p + 9), argc = u32_at(p + 13), npaths = u32_at(p + 17), nenv = u32_at(p + 21);
+    uint32_t nfilter = u32_at(p + 25);
     char *end = (char *)data + 4 + size;
     char *at = (char *)p + HEADER;
-    if (ngroups > 65536 || (size_t)ngroups * 4 > (size_t)(end - at) || argc == 0)
+    if (ngroups > 65536 || nfilter > MAX_FILTER || argc == 0 ||
+        (size_t)ngroups * 4 + (size_t)nfilter * 8 > (size_t)(end - at))
         fail(STAGE_SETUP, EINVAL);
     gid_t *groups = calloc((size_t)ngroups + 1, sizeof *groups);
-    if (groups == NULL)
+    struct sock_filter *filter = calloc((size_t)nfilter + 1, sizeof *filter);
+    if (groups == NULL || filter == NULL)
         fail(STAGE_SETUP, ENOMEM);
     for (uint32_t i = 0; i < ngroups; i++, at += 4)
         groups[i] = (gid_t)u32_at((unsigned char *)at);
+    for (uint32_t i = 0; i < nfilter; i++, at += 8) { /* code u16, jt u8, jf u8, k u32: little-endian */
+        const unsigned char *insn = (const unsigned char *)at;
+        filter[i].code = (uint16_t)(insn[0] | insn[1] << 8);
+        filter[i].jt = insn[2];
+        filter[i].jf = insn[3];
+        filter[i].k = u32_at(insn + 4);
+    }
     char *cwd = next_string(&at, end);
+    char *root = flags & HAS_ROOT ? next_string(&at, end) : NULL;
     char **argv = strings(&at, end, argc);
     char **paths = strings(&at, end, npaths);
     char **env = strings(&at, end, nenv);
@@ -169,6 +183,12 @@ static void clone_main(int devnull) {
     int ruleset = flags & HAS_RULESET ? fds[next++] : -1;
     int cwd_fd = flags & HAS_CWD_FD ? fds[next++] : -1;
 
+    if (root != NULL) { /* a view (views.py); a directory descriptor would lead out of it */
+        if (root[0] == 0 || cwd_fd >= 0)
+            fail(STAGE_SETUP, EINVAL);
+        if (chroot(root) != 0)
+            fail(STAGE_CONFINE, errno);
+    }
     if ((cwd_fd >= 0 ? fchdir(cwd_fd) : chdir(cwd)) != 0)
         fail(STAGE_CHDIR, errno);
     /* Every received descriptor carries close-on-exec; the three copies below do not. */
@@ -177,6 +197,11 @@ static void clone_main(int devnull) {
     if (ruleset >= 0) {
         /* Before the ids change: none of the command runs unconfined. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
+            fail(STAGE_CONFINE, errno);
+    }
+    if (nfilter > 0) { /* seccomp.py: no metadata changes; before the ids change too */
+        struct sock_fprog prog = {.len = (unsigned short)nfilter, .filter = filter};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
             fail(STAGE_CONFINE, errno);
     }
     if (flags & HAS_IDS) {

@@ -78,13 +78,16 @@ class Confine(NamedTuple):
     write_roots: Tuple[str, ...]
     network: bool
     egress_port: int = 0
+    # Whether the command may change modes, owners, times and extended attributes
+    # (Landlock cannot say; ``seccomp`` forbids them where not). By default only below safe.
+    metadata: bool = True
 
 
 def parse_confine(value: Any) -> Optional[Confine]:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network}")
+        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network, metadata}")
     level = value.get("level")
     if level not in LEVELS:
         raise DaemonError("bad_request", "confine.level must be one of %s" % ", ".join(LEVELS))
@@ -97,7 +100,10 @@ def parse_confine(value: Any) -> Optional[Confine]:
     port = value.get("egress_port", 0)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536:
         raise DaemonError("bad_request", "confine.egress_port must be a port number (0: none)")
-    return Confine(level, tuple(roots), network, port)
+    metadata = value.get("metadata", level != "safe")
+    if not isinstance(metadata, bool):
+        raise DaemonError("bad_request", "confine.metadata must be a boolean")
+    return Confine(level, tuple(roots), network, port, metadata)
 
 
 def _call(number: int, *args: Any) -> int:

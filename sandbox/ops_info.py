@@ -5,7 +5,7 @@ import platform
 import shutil
 from typing import Any, Callable, Dict
 
-from . import __version__, landlock
+from . import __version__, landlock, views
 from .errors import Reply
 from .protocol import PROTOCOL_VERSION
 from .spawner import HAS_CLONE_EXEC
@@ -21,6 +21,8 @@ def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
             "pid": os.getpid(),
             "uid": os.getuid(),
             "landlock": landlock.abi(),
+            # What enforces the permission levels on commands: Landlock, else read-only views.
+            "levels": "landlock" if landlock.abi() > 0 else ("views" if views.usable() else None),
             "clone_exec": HAS_CLONE_EXEC,
         },
         b"",

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
+from . import memwatch, views
 from .errors import DaemonError, get
 from .ioloop import IOLoop
 from .landlock import ruleset_for
@@ -50,6 +51,7 @@ class ProcessTable:
         self._task_ids = itertools.count(1)
         self._tasks_lock = threading.Lock()
         threading.Thread(target=self._reap, name="caisson-reaper", daemon=True).start()
+        memwatch.start(self)
 
     # -- starting
 
@@ -59,6 +61,7 @@ class ProcessTable:
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if stdin_pipe else (-1, -1)
         ruleset = -1
+        root = None
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
         # Set before the spawn: the reaper may see the exit before this thread runs
@@ -68,10 +71,12 @@ class ProcessTable:
         try:
             if spec.confine is not None:
                 ruleset, proc.confined = ruleset_for(spec.confine)
+                if not proc.confined and views.usable():  # no Landlock here (gVisor)
+                    root, proc.confined = views.view_for(spec.confine), True
             with self.spawn_lock:
                 proc.t0 = time.monotonic()
                 proc.started = time.time()
-                proc.pid, proc.marker = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset)
+                proc.pid, proc.marker = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset, root)
                 proc.stdin_fd = in_w
                 self.live[proc.pid] = proc
                 # Registered before the reaper (which needs this lock) can report the

@@ -35,7 +35,7 @@ import socket
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from . import clone_request, landlock, syscalls
+from . import clone_request, landlock, seccomp, syscalls
 from .errors import DaemonError, from_oserror
 from .spawn import Spec
 
@@ -70,6 +70,19 @@ def exec_paths(spec: Spec) -> List[str]:
     if "/" in name:
         return [name]
     return [os.path.join(d, name) for d in os.get_exec_path(spec.env)]
+
+
+def command_filter(spec: Spec) -> bytes:
+    """The seccomp program the command runs under: no metadata changes where its confinement
+    allows none (see ``seccomp``)."""
+    confine = spec.confine
+    if confine is None or confine.metadata:
+        return b""
+    if not seccomp.METADATA_FILTER:
+        raise DaemonError(
+            "permission_denied", "no seccomp filter for %s: cannot run a command at level safe" % os.uname().machine
+        )
+    return seccomp.METADATA_FILTER
 
 
 def credentials(spec: Spec, marker: Optional[int] = None) -> Optional[Tuple[int, int, List[int]]]:
@@ -128,17 +141,25 @@ class Spawner:
         self._used = False
         self.refill(1)  # the first clone, made while the daemon starts
 
-    def spawn(self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int) -> Tuple[int, Optional[int]]:
-        """Start ``spec`` with these descriptors; its pid, and the marker group its processes
-        carry (None where the tree is kept by the kernel). The caller holds the spawn lock
-        (one request at a time, and the reaper cannot reap the pid before it is recorded)."""
+    def spawn(
+        self, spec: Spec, stdin: int, stdout: int, stderr: int, ruleset: int, root: Optional[str] = None
+    ) -> Tuple[int, Optional[int]]:
+        """Start ``spec`` with these descriptors (``root``: a view to chroot into, see
+        ``views``); its pid, and the marker group its processes carry (None where the tree
+        is kept by the kernel). The caller holds the spawn lock (one request at a time, and
+        the reaper cannot reap the pid before it is recorded)."""
+        if root is not None and spec.cwd_fd >= 0:
+            raise DaemonError("bad_request", "a command in a view starts from its path, not a descriptor")
         optional = (stdin, ruleset, spec.cwd_fd)
         fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
         given = sum(_OPTIONAL_FLAGS[i] for i, fd in enumerate(optional) if fd >= 0)
         for attempt in (0, 1):
             pid, clone = self._take()
             marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
-            data = clone_request.encode(spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given)
+            data = clone_request.encode(
+                spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given,
+                command_filter(spec), root or "",
+            )
             try:
                 sent = clone.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
                 if sent < len(data):
@@ -384,6 +405,11 @@ def _child(sock: socket.socket, devnull: int) -> None:
             raise OSError(errno.EINVAL, "descriptors do not match the request")
         optional = iter(fds[2:])
         stdin, ruleset, cwd_fd = (next(optional) if request.flags & flag else -1 for flag in _OPTIONAL_FLAGS)
+        if request.root:
+            stage = STAGE_CONFINE
+            if cwd_fd >= 0:
+                raise OSError(errno.EINVAL, "a directory descriptor would lead out of the view")
+            os.chroot(request.root)  # the command never holds CAP_SYS_CHROOT: it stays inside
         stage = STAGE_CHDIR
         if cwd_fd >= 0:
             os.fchdir(cwd_fd)
@@ -400,6 +426,9 @@ def _child(sock: socket.socket, devnull: int) -> None:
             stage = STAGE_CONFINE
             landlock.restrict_self(ruleset)  # before the ids change: none of it runs unconfined
             os.close(ruleset)
+        if request.filter:
+            stage = STAGE_CONFINE
+            seccomp.install(request.filter)
         if request.ids is not None:
             stage = STAGE_CREDS
             uid, gid, groups = request.ids

@@ -12,6 +12,7 @@ from caisson.bench.baseline import docker_client
 from caisson.bench.density import bench_density
 from caisson.bench.egress import bench_egress
 from caisson.bench.file_tools import bench_file_tools
+from caisson.bench.gvisor import bench_gvisor
 from caisson.bench.harness import bench_harness, bench_inspect_eval
 from caisson.bench.hosted import bench_hosted
 from caisson.bench.pool import bench_pool
@@ -87,7 +88,9 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
 
 
 async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
-    groups = set(only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "egress"])
+    groups = set(
+        only or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "egress", "gvisor"]
+    )
     report: dict[str, Any] = {"iterations": iterations, "targets": {
         "noop_roundtrip_p50_ms": 1.0, "noop_speedup_vs_docker_exec": 50, "session_start_p50_ms": 1500,
         "pool_acquire_to_first_command_p50_ms": 15,
@@ -96,6 +99,9 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         "exec_true_p50_ms": 1.5, "bash_true_p50_ms": 3, "read_file_tool_10kb_p50_ms": 1,
         "write_file_tool_10kb_p50_ms": 1.5, "tool_call_calculate_p50_ms": 0.1, "grep_vs_rg_ratio": 1.1,
         "glob_vs_rg_files_ratio": 1.3, "host_mb_per_session": 15,
+        # gVisor (issue 28).
+        "gvisor_exec_true_p50_ms": 10, "gvisor_bash_true_p50_ms": 15, "gvisor_cold_vs_runc_p50": 1.3,
+        "gvisor_pool_acquire_to_first_command_p50_ms": 15,
     }}
     async with Runtime() as rt, rt.session() as s:
         if "spine" in groups:
@@ -121,4 +127,6 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
         report["hosted"] = await bench_hosted()
     if "egress" in groups:
         report["egress"] = await bench_egress(iterations)
+    if "gvisor" in groups:
+        report["gvisor"] = await bench_gvisor(iterations)
     return report

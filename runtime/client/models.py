@@ -22,8 +22,12 @@ class DaemonInfo(_Reply):
     rg: str | None
     pid: int
     uid: int
-    # The kernel's Landlock ABI as seen in the container; 0 = commands cannot be confined.
+    # The kernel's Landlock ABI as seen in the container; 0 = no Landlock.
     landlock: int = 0
+    # What enforces the levels on commands: "landlock", "views" (read-only views and
+    # chroot, where there is no Landlock: gVisor), or None (nothing: every command counts
+    # as dangerous).
+    levels: Literal["landlock", "views"] | None = None
     # Whether the daemon has clone-exec, its native spawner (used where the kernel honours
     # CLONE_PARENT: not under gVisor, whose clones the daemon forks itself).
     clone_exec: bool = False
@@ -44,6 +48,9 @@ class Confinement(BaseModel):
     network: bool = False
     # The session's egress relay on loopback: the one TCP port commands may connect to.
     egress_port: int = 0
+    # Whether commands may change modes, owners, times and extended attributes (a seccomp
+    # filter in the daemon forbids them where not); None: all but safe may.
+    metadata: bool | None = None
 
     def writable(self, *dirs: str) -> Confinement:
         """The same, plus writes beneath ``dirs``: a tool's own bookkeeping (the shell's saved
@@ -52,10 +59,17 @@ class Confinement(BaseModel):
             return self
         roots = None if self.roots is None else (*self.roots, *dirs)
         write_roots = dirs if self.level == "safe" else (*self.write_roots, *dirs)
-        return self.model_copy(update={"level": "cautious", "write_roots": write_roots, "roots": roots})
+        # A safe command kept writable for bookkeeping still changes no metadata.
+        metadata = False if self.level == "safe" else self.metadata
+        return self.model_copy(
+            update={"level": "cautious", "write_roots": write_roots, "roots": roots, "metadata": metadata}
+        )
 
     def command_rules(self) -> dict[str, object]:
-        rules: dict[str, object] = {"level": self.level, "write_roots": list(self.write_roots), "network": self.network}
+        metadata = self.level != "safe" if self.metadata is None else self.metadata
+        rules: dict[str, object] = {
+            "level": self.level, "write_roots": list(self.write_roots), "network": self.network, "metadata": metadata,
+        }
         return rules | ({"egress_port": self.egress_port} if self.egress_port else {})
 
 

@@ -24,7 +24,7 @@ import docker.errors
 import docker.types
 import requests
 
-from caisson.config import DAEMON_CAPABILITIES, SessionConfig, parse_bytes
+from caisson.config import DAEMON_CAPABILITIES, GVISOR_DAEMON_CAPABILITIES, SessionConfig, parse_bytes
 from caisson.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from caisson.errors import DockerUnavailable, ImageError, SessionError
 from caisson.logs import get_logger
@@ -248,7 +248,7 @@ def _create_container(
                 init=True,
                 auto_remove=True,
                 cap_drop=["ALL"],
-                cap_add=DAEMON_CAPABILITIES,
+                cap_add=DAEMON_CAPABILITIES + (GVISOR_DAEMON_CAPABILITIES if config.gvisor else []),
                 security_opt=["no-new-privileges:true"],
                 pids_limit=config.limits.pids,
                 mem_limit=memory,

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from daemon_client import clone_exec_binary, start_container_daemon
 
-from caisson._sandbox import clone_request
+from caisson._sandbox import clone_request, seccomp
 from caisson._sandbox.errors import DaemonError
 from caisson._sandbox.spawner import STAGE_EXEC, STAGE_SETUP
 
-HEADER = struct.Struct("<BIIIIII")
+HEADER = struct.Struct("<BIIIIIII")
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +95,49 @@ def test_a_request_reads_back_as_it_was_written() -> None:
     assert request.flags == clone_request.HAS_STDIN | clone_request.HAS_CWD_FD | clone_request.HAS_IDS
 
 
+def test_a_filter_reads_back_as_it_was_written() -> None:
+    framed = clone_request.encode(["true"], ["/bin/true"], "/", {}, None, 0, seccomp.METADATA_FILTER)
+    request = clone_request.decode(framed[clone_request.LENGTH.size :])
+    assert request.filter == seccomp.METADATA_FILTER and len(request.filter) % 8 == 0 and request.argv == [b"true"]
+
+
+def test_the_native_clone_installs_the_filter_it_is_given(
+    helper: Path, pipes: tuple[int, int, int, int], tmp_path: Path
+) -> None:
+    """The metadata filter, installed by clone-exec before exec: the command reads and writes
+    its file but changes neither its mode nor its times (the Python clone is tested in a
+    container, tests/daemon/test_confine.py)."""
+    out_r, _, out_w, err_w = pipes
+    target = tmp_path / "f"
+    target.write_text("x")
+    before = target.stat()
+    script = f"echo more >> {target}; chmod 777 {target}; echo $?; touch -d 2000-01-01 {target}; echo $?; cat {target}"
+    framed = clone_request.encode(["sh", "-c", script], ["/bin/sh"], "/", {"PATH": "/usr/bin:/bin"}, None, 0,
+                                  seccomp.METADATA_FILTER)
+    code, report = run_clone(helper, framed, [out_w, err_w])
+    os.close(out_w)
+    os.close(err_w)
+    assert (code, report) == (0, b"")
+    assert os.read(out_r, 1000) == b"1\n1\nxmore\n"
+    after = target.stat()
+    assert (after.st_mode, after.st_mtime_ns > before.st_mtime_ns) == (before.st_mode, True)
+
+
+def test_the_native_clone_runs_its_command_inside_the_root_it_is_given(
+    helper: Path, pipes: tuple[int, int, int, int], tmp_path: Path
+) -> None:
+    """A view (views.py) is a chroot: inside an empty directory the shell is not found."""
+    framed = clone_request.encode(["sh", "-c", "true"], ["/bin/sh"], "/", {}, None, 0, root=str(tmp_path))
+    request = clone_request.decode(framed[clone_request.LENGTH.size :])
+    assert (request.root, request.flags) == (os.fsencode(tmp_path), clone_request.HAS_ROOT)
+    code, report = run_clone(helper, framed, list(pipes[2:]))
+    assert (code, struct.unpack("<Bi", report)) == (127, (STAGE_EXEC, errno.ENOENT))
+    # A directory descriptor would lead out of the root: refused, nothing run.
+    framed = clone_request.encode(["true"], ["/bin/true"], "/", {}, None, clone_request.HAS_CWD_FD, root=str(tmp_path))
+    code, report = run_clone(helper, framed, [*pipes[2:], os.open("/", os.O_RDONLY)])
+    assert (code, struct.unpack("<Bi", report)) == (127, (STAGE_SETUP, errno.EINVAL))
+
+
 def test_a_nul_byte_cannot_split_a_string_into_two() -> None:
     # A NUL would end a string early in this format and shift every field after it.
     for argv, env in ((["echo", "a\0--evil"], {}), (["echo"], {"A": "b\0C=d"})):
@@ -130,14 +173,18 @@ def _malformed() -> dict[str, tuple[bytes, int]]:
 
     good = strings(b"/", b"/bin/true", b"/bin/true")
     return {
-        "more strings counted than sent": (HEADER.pack(0, 0, 0, 0, 3, 1, 0) + good, 2),
-        "no argv": (HEADER.pack(0, 0, 0, 0, 0, 1, 0) + strings(b"/", b"/bin/true"), 2),
-        "groups past the end": (HEADER.pack(0, 0, 0, 0xFFFFFFFF, 1, 1, 0) + good, 2),
-        "last string unterminated": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good[:-1], 2),
-        "bytes after the last string": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good + b"x\0", 2),
+        "more strings counted than sent": (HEADER.pack(0, 0, 0, 0, 3, 1, 0, 0) + good, 2),
+        "no argv": (HEADER.pack(0, 0, 0, 0, 0, 1, 0, 0) + strings(b"/", b"/bin/true"), 2),
+        "groups past the end": (HEADER.pack(0, 0, 0, 0xFFFFFFFF, 1, 1, 0, 0) + good, 2),
+        "last string unterminated": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0) + good[:-1], 2),
+        "bytes after the last string": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0) + good + b"x\0", 2),
         "shorter than a header": (b"\1\2\3", 2),
-        "stdin flagged, not sent": (HEADER.pack(clone_request.HAS_STDIN, 0, 0, 0, 1, 1, 0) + good, 2),
-        "a descriptor not flagged": (HEADER.pack(0, 0, 0, 0, 1, 1, 0) + good, 3),
+        "root flagged, empty": (HEADER.pack(clone_request.HAS_ROOT, 0, 0, 0, 1, 1, 0, 0) + strings(b"/", b"")
+                                + good[2:], 2),
+        "filter past the end": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0xFFFF) + good, 2),
+        "filter longer than the kernel takes": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 5000) + b"\0" * 40000 + good, 2),
+        "stdin flagged, not sent": (HEADER.pack(clone_request.HAS_STDIN, 0, 0, 0, 1, 1, 0, 0) + good, 2),
+        "a descriptor not flagged": (HEADER.pack(0, 0, 0, 0, 1, 1, 0, 0) + good, 3),
     }
 
 

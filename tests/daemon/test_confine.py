@@ -281,3 +281,29 @@ def test_a_replaced_write_root_is_followed_not_the_old_one(box: Client) -> None:
         landed += attempt(box, f"touch /workspace/moved-{n}/stale-{n}", roots) == 0
     print(f"5 write roots replaced: {landed} writes into a replaced root landed")
     assert landed == 0
+
+
+def test_safe_changes_no_metadata_cautious_still_does(box: Client) -> None:
+    """Landlock has no right for metadata: at safe a seccomp filter refuses it, in native and
+    Python clones alike; a bash call's safe command kept writable for its state too."""
+    changes = [
+        "chmod 777 /workspace/meta-{n}",
+        "touch -d 2000-01-01 /workspace/meta-{n}",
+        "chown agent /workspace/meta-{n}",
+        "python3 -c 'import os; os.fchmod(os.open(\"/workspace/meta-{n}\", os.O_RDONLY), 0o777)'",
+        "perl -e 'utime 1, 1, \"/workspace/meta-{n}\"'",
+    ]
+    kept = {"level": "cautious", "write_roots": ["/tmp/.state"], "metadata": False}
+    landed = {}
+    for name, confine in (("safe", SAFE), ("kept", kept), ("cautious", CAUTIOUS)):
+        landed[name] = 0
+        for i, change in enumerate(changes):
+            n = f"{name}-{i}"
+            as_root(box, f"echo x > /workspace/meta-{n}; chown agent /workspace/meta-{n}; touch -d 2020-02-02 /workspace/meta-{n}")  # noqa: E501
+            before = box.run(f"stat -c '%a %y %z' /workspace/meta-{n}", user="root")[1]
+            attempt(box, change.format(n=n), confine)
+            landed[name] += box.run(f"stat -c '%a %y %z' /workspace/meta-{n}", user="root")[1] != before
+    print("metadata changes tried", len(changes), "per level, landed:", landed)
+    assert landed == {"safe": 0, "kept": 0, "cautious": len(changes)}
+    # A bad value is refused, not taken for "allowed".
+    assert box.error("exec", argv=["true"], confine={"level": "safe", "metadata": "no"}).code == "bad_request"
