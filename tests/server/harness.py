@@ -100,15 +100,24 @@ class Api:
 
     @property
     def admin(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=60)
+        return admin_client(self.url, self.admin_token)
 
     def tenant(self, name: str, **quotas: Any) -> TenantKey:
-        with self.admin as admin:
-            made = admin.post("/tenants", json={"name": f"{name}-{self.store}-{secrets.token_hex(3)}", "quotas": quotas})
-            assert made.status_code == 201, made.text
-            key = admin.post(f"/tenants/{made.json()['id']}/keys", json={"label": name})
-            assert key.status_code == 201, key.text
-        return TenantKey(made.json()["id"], key.json()["token"], key.json()["id"], self.url)
+        return make_tenant(self.url, self.admin_token, f"{name}-{self.store}", name, quotas)
+
+
+def admin_client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def make_tenant(url: str, admin_token: str, name: str, label: str, quotas: dict[str, Any]) -> TenantKey:
+    """A new tenant (its name made unique) and a key of it, made with the admin key."""
+    with admin_client(url, admin_token) as admin:
+        made = admin.post("/tenants", json={"name": f"{name}-{secrets.token_hex(3)}", "quotas": quotas})
+        assert made.status_code == 201, made.text
+        key = admin.post(f"/tenants/{made.json()['id']}/keys", json={"label": label})
+        assert key.status_code == 201, key.text
+    return TenantKey(made.json()["id"], key.json()["token"], key.json()["id"], url)
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:

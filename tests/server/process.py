@@ -9,14 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
 
 from caisson.server.store import database_url
-from tests.server.harness import TenantKey
+from tests.server.harness import TenantKey, admin_client, make_tenant
 
 START_TIMEOUT = 180.0
 
@@ -98,12 +97,7 @@ class ServeProcess:
 
     @property
     def admin(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=60)
+        return admin_client(self.url, self.admin_token)
 
     def tenant(self, name: str, **quotas: object) -> TenantKey:
-        with self.admin as admin:
-            made = admin.post("/tenants", json={"name": f"{name}-{time.time_ns()}", "quotas": quotas})
-            assert made.status_code == 201, made.text
-            key = admin.post(f"/tenants/{made.json()['id']}/keys", json={"label": name})
-            assert key.status_code == 201, key.text
-        return TenantKey(made.json()["id"], key.json()["token"], key.json()["id"], self.url)
+        return make_tenant(self.url, self.admin_token, name, name, quotas)
