@@ -147,9 +147,13 @@ class Backend(Protocol):
         """A started sandbox with ``pid`` set when its daemon listens and the host can reach the socket."""
         ...
 
-    async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:
+    async def connect(
+        self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float, wait: bool = True
+    ) -> ByteTransport:
         """The fastest stream to a started daemon: its socket when ``sandbox.pid`` allows (then
-        ``attach``, if given, is closed), else ``attach`` or a new attach stream."""
+        ``attach``, if given, is closed), else ``attach`` or a new attach stream. ``wait``: for a
+        daemon still starting to listen; without, a socket not answering at once (one root in the
+        container replaced, say) means the attach stream."""
         ...
 
     async def remove(self, container_id: str) -> None:

@@ -259,7 +259,7 @@ class Runtime:
         cfg = config or SessionConfig(profile=row.profile, tenant=asked)
         listen = row.listen and self.config.transport == "auto"
         sandbox = await self.backend.reachable(Sandbox(id=row.id, session_id=session_id, listen=listen))
-        stream = await self.backend.connect(sandbox, None, timeout=self.config.start_timeout)
+        stream = await self.backend.connect(sandbox, None, timeout=self.config.start_timeout, wait=False)
         channel = Channel(stream, max_frame=cfg.max_frame, name=session_id, explain_death=self._death_cause(row.id))
         return await self._attach_session(session_id, row.id, cfg, channel, policy, approval_handler, interaction_handler)
 

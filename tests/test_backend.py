@@ -133,7 +133,9 @@ class ProcessBackend:
     async def reachable(self, sandbox: Sandbox) -> Sandbox:
         return sandbox
 
-    async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:
+    async def connect(
+        self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float, wait: bool = True
+    ) -> ByteTransport:
         return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
 
     async def remove(self, container_id: str) -> None:

@@ -134,13 +134,19 @@ class DockerBackend:
         pid = await anyio.to_thread.run_sync(containers.reachable_pid, self.client, sandbox.id)
         return sandbox.model_copy(update={"pid": pid})
 
-    async def connect(self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float) -> ByteTransport:
+    async def connect(
+        self, sandbox: Sandbox, attach: ByteTransport | None, *, timeout: float, wait: bool = True
+    ) -> ByteTransport:
         if sandbox.pid:
             if isinstance(attach, AttachStream):
                 # The daemon of a new session: the socket once it listens, the attach stream closed.
                 return await unix.upgrade(attach, sandbox.pid, timeout=timeout)
             try:
-                return await unix.connect(sandbox.pid, timeout=timeout)
+                if not wait:
+                    if (sock := unix.try_connect(sandbox.pid)) is not None:
+                        return unix.UnixStream(sock)
+                else:
+                    return await unix.connect(sandbox.pid, timeout=timeout)
             except TimeoutError:
                 raise DaemonDied(
                     f"the sandbox daemon of container {sandbox.id[:12]} did not listen within {timeout:g} s"

@@ -216,7 +216,7 @@ print(json.dumps({"targets": len(targets), "tried": tried, "landed": landed, "re
 _OWN_CLONE = """
 import array, os, socket, struct, subprocess, sys
 sys.path.insert(0, "/opt/caisson")
-from caisson._sandbox import clone_request
+from sandbox import clone_request
 ours, theirs = socket.socketpair()
 spawner = subprocess.Popen(["/opt/caisson/sandbox/clone-exec"], close_fds=False,
                            preexec_fn=lambda: os.dup2(theirs.fileno(), 3))

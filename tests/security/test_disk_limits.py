@@ -1,5 +1,5 @@
 """A session's disk as an attacker would fill it: every writer that outran the soft watch,
-against a 300 MiB ``limits.disk`` (60 MiB for the inode flood) on the engine the set-up gives (btrfs with quotas here).
+against a 300 MiB ``limits.disk`` (30 MiB for the inode flood) on the engine the set-up gives (btrfs with quotas here).
 
 For each writer: the host disk gained (free space of the engine's data-root, synced, before
 and after) must stay within the quota + 10 %, the session must still answer, and a bystander
@@ -24,9 +24,9 @@ pytestmark = pytest.mark.anyio
 
 QUOTA = 300 * 1024**2
 HELD = {"a deleted file kept open"}
-# The inode flood runs against a smaller quota: the same bound, reached in a sixth of the files
+# The inode flood runs against a smaller quota: the same bound, reached in a tenth of the files
 # (845,390 empty files filled 300 MiB here, and each must be made and then removed).
-QUOTAS = {"empty files until refused": 60 * 1024**2}
+QUOTAS = {"empty files until refused": 30 * 1024**2}
 
 WRITERS = {
     "dd 4 GiB": "dd if=/dev/zero of=big bs=1M count=4096",
@@ -128,8 +128,8 @@ async def test_a_write_past_the_quota_says_so(rt: Runtime) -> None:
 async def test_a_session_at_its_quota_keeps_its_controller(rt: Runtime) -> None:
     """The controller's lease is a file it renews in the container: a full quota must not
     stop that, or the daemon takes its controller for gone and ends the session."""
-    # 60 MiB of empty files take longer than the grace to make: the lease is renewed meanwhile.
-    async with rt.session(limits=Limits(disk="60m"), grace=5) as s:
+    # A session whose quota is full, then idle for three graces.
+    async with rt.session(limits=Limits(disk="30m"), grace=5) as s:
         full = await s.exec(
             "python3 -c \"import os\nn=0\ntry:\n  while True:\n    os.close(os.open('m%d' % n, os.O_CREAT|os.O_WRONLY)); n += 1\n"
             "except OSError as e: print(e)\"", timeout=300,

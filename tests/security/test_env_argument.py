@@ -125,12 +125,9 @@ async def test_env_that_runs_the_agents_code_needs_approval(rt: Runtime, preload
                   f"tried {len(ATTACKS)}, landed {len(landed)}: {landed}")
             assert landed == []
             # Not a blanket refusal: an env that changes nothing that runs leaves ls as it was
-            # (safe; on gVisor, without Landlock, every command is dangerous, env or not).
+            # (safe on both runtimes: gVisor enforces the levels with its read-only views).
             plain = await s.call("bash", {"command": "ls", "env": {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}})
-            if gvisor:
-                assert plain.level is Level.DANGEROUS and not any("env" in r for r in plain.text.splitlines())
-            else:
-                assert plain.ok and plain.level is Level.SAFE and "notes.txt" in plain.text
+            assert plain.ok and plain.level is Level.SAFE and "notes.txt" in plain.text
 
 
 async def test_the_attacks_are_real_when_approved(rt: Runtime, preload: bytes) -> None:
