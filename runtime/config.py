@@ -60,7 +60,7 @@ class Limits(BaseModel):
     nofile: int = Field(4096, gt=0)
     fsize_bytes: int = Field(8 * 1024**3, gt=0, description="largest file a process may write")
     disk: str | None = Field(
-        "10g", description="the container's writable layer (workspace, /tmp, installs); needs an XFS data-root"
+        "10g", description="the container's writable layer (workspace, /tmp, installs); a hard limit on a btrfs or XFS-pquota engine"
     )
 
 

@@ -5,7 +5,7 @@ session could fill the host. Then a thread (like the lease keeper: independent o
 embedding program's event loop) asks the engine every second how much each of this
 controller's sessions has written to its writable layer, and ends a session that went over
 its quota, saying why. It is a soft bound: a session may overshoot by what it writes in
-about a second before it is stopped. Hard quotas need the XFS data-root (`caisson doctor`).
+about a second before it is stopped. Hard quotas need a btrfs or XFS-pquota data-root (`caisson doctor`).
 """
 
 from __future__ import annotations
