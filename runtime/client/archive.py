@@ -178,8 +178,14 @@ async def copy_out(
     if secret is not None and (secret(path) or (top.realpath is not None and secret(top.realpath))):
         raise OpError("permission_denied", f"{path} is a secret file: it is not copied out unless secrets are included")
     plain = secret is not None
-    pending = bytearray()
-    if top.type == "dir":
+
+    async def members() -> AsyncIterator[bytes]:
+        if top.type != "dir":
+            if top.type != "file":
+                raise OpError("copy_failed", f"{path} is not a file, directory or symbolic link")
+            async for piece in _file_member(agent, path, posixpath.basename(path), top.mode, top.mtime, plain):
+                yield piece
+            return
         listing = await agent.walk(path, include_hidden=True, ignore_files=(), detail=True)
         if listing.truncated:
             raise OpError(
@@ -187,31 +193,24 @@ async def copy_out(
                 f"{path} holds more entries than one copy takes ({len(listing.entries)}): copy its subdirectories one by one",
             )
         # Names as `tar -C path .` gives them ("./name"): what callers of the old archive parse.
-        pending += _member(".", "dir", 0, top.mode, top.mtime)
+        yield _member(".", "dir", 0, top.mode, top.mtime)
         for entry in listing.entries:
             full = posixpath.join(path, entry.path)
             name = "./" + entry.path
             mode = 0o644 if entry.mode is None else entry.mode
-            if entry.type == "file":
-                if secret is not None and secret(full):
-                    continue
+            if entry.type == "file" and not (secret is not None and secret(full)):
                 async for piece in _file_member(agent, full, name, mode, entry.mtime, plain):
-                    pending += piece
-                    if len(pending) >= PIECE:
-                        yield bytes(pending)
-                        pending.clear()
+                    yield piece
             elif entry.type in ("dir", "symlink"):
-                pending += _member(name, entry.type, 0, mode, entry.mtime, entry.target or "")
-    else:
-        name = posixpath.basename(path)
-        if top.type == "file":
-            async for piece in _file_member(agent, path, name, top.mode, top.mtime, plain):
-                pending += piece
-                if len(pending) >= PIECE:
-                    yield bytes(pending)
-                    pending.clear()
-        else:
-            raise OpError("copy_failed", f"{path} is not a file, directory or symbolic link")
+                yield _member(name, entry.type, 0, mode, entry.mtime, entry.target or "")
+
+    # Small members travel together, in pieces of about PIECE bytes.
+    pending = bytearray()
+    async for piece in members():
+        pending += piece
+        if len(pending) >= PIECE:
+            yield bytes(pending)
+            pending.clear()
     pending += bytes(2 * tarfile.BLOCKSIZE)
     yield bytes(pending)
 
