@@ -198,7 +198,14 @@ def prune_images(client: docker.DockerClient) -> list[str]:
         if image.id in in_use or not stale or current in image.tags:
             continue
         for ref in stale:
-            client.images.remove(ref)
+            try:
+                client.images.remove(ref)
+            except docker.errors.APIError as exc:
+                # On a shared engine a container may have started from it since the listing.
+                if exc.status_code != 409:
+                    raise
+                log.info("sandbox image came into use; kept", image=ref)
+                continue
             removed.append(ref)
     log.info("pruned sandbox images", removed=len(removed))
     return removed
