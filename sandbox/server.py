@@ -29,6 +29,7 @@ from . import (
     proctable,
     search,
     spawn,
+    statx_compat,
 )
 from .errors import DaemonError, from_oserror
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER, PROTOCOL_VERSION, FrameDecoder, ProtocolError, encode_frame
@@ -408,6 +409,8 @@ def main() -> int:
     )
     if not set_subreaper():
         log.warning("cannot become a child subreaper; detached processes escape to init")
+    if statx_compat.install():
+        log.info("statx-compat preloaded: this kernel refuses statx's AT_NO_AUTOMOUNT")
     _prepare_workspace()
     proctable.start()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

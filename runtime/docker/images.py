@@ -20,7 +20,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from caisson.docker import clone_exec
+from caisson.docker import native
 from caisson.errors import ImageError
 from caisson.logs import get_logger
 
@@ -46,12 +46,13 @@ def _daemon_files() -> list[Path]:
 
 
 def daemon_hash() -> str:
-    """What the daemon is: its source, and whether clone-exec goes with it."""
+    """What the daemon is: its source, and which native helpers go with it."""
     digest = hashlib.sha256()
-    for path in [*_daemon_files(), clone_exec.SOURCE]:
+    for path in [*_daemon_files(), *(helper.source for helper in native.HELPERS)]:
         digest.update(path.relative_to(SANDBOX_DIR).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
-    digest.update(b"clone-exec" if clone_exec.binary() is not None else b"")
+    for helper in native.HELPERS:
+        digest.update(helper.name.encode() if native.binary(helper) is not None else b"")
     return digest.hexdigest()[:16]
 
 
@@ -81,11 +82,12 @@ def daemon_tar() -> bytes:
             data = path.read_bytes()
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-        helper = clone_exec.binary()
-        if helper is not None:
-            info = tarfile.TarInfo(f"caisson/sandbox/{clone_exec.NAME}")
-            info.size, info.mode = len(helper), 0o755
-            tar.addfile(info, io.BytesIO(helper))
+        for helper in native.HELPERS:
+            built = native.binary(helper)
+            if built is not None:
+                info = tarfile.TarInfo(f"caisson/sandbox/{helper.name}")
+                info.size, info.mode = len(built), helper.mode
+                tar.addfile(info, io.BytesIO(built))
     return buf.getvalue()
 
 
@@ -144,11 +146,12 @@ def build_image(client: docker.DockerClient, *, force: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="caisson-build-") as ctx:
         (Path(ctx) / "Dockerfile").write_bytes(_dockerfile())
         shutil.copytree(SANDBOX_DIR, Path(ctx) / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
-        helper = clone_exec.binary()
-        if helper is not None:
-            target = Path(ctx) / "sandbox" / clone_exec.NAME
-            target.write_bytes(helper)
-            target.chmod(0o755)
+        for helper in native.HELPERS:
+            built = native.binary(helper)
+            if built is not None:
+                target = Path(ctx) / "sandbox" / helper.name
+                target.write_bytes(built)
+                target.chmod(helper.mode)
         log.info("building sandbox image", tag=tag, base=base)
         # Host networking: the engine may run without iptables, so the bridge has no egress.
         stream = client.api.build(
@@ -195,7 +198,14 @@ def prune_images(client: docker.DockerClient) -> list[str]:
         if image.id in in_use or not stale or current in image.tags:
             continue
         for ref in stale:
-            client.images.remove(ref)
+            try:
+                client.images.remove(ref)
+            except docker.errors.APIError as exc:
+                # On a shared engine a container may have started from it since the listing.
+                if exc.status_code != 409:
+                    raise
+                log.info("sandbox image came into use; kept", image=ref)
+                continue
             removed.append(ref)
     log.info("pruned sandbox images", removed=len(removed))
     return removed

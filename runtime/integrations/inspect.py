@@ -52,6 +52,8 @@ FORCE_ENV = "CAISSON_CLEANUP_FORCE"
 CONFIG_FILES = ("caisson.yaml", "caisson.yml", "caisson.json")
 # How long a sample waits for the warm pool before it starts a container itself.
 POOL_WAIT = 10.0
+# How long task_init waits for the warm pool to fill: the first samples then start warm too.
+POOL_FILL_WAIT = 120.0
 
 
 class CaissonSandboxConfig(BaseModel):
@@ -188,6 +190,8 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
             await runtime.backend.prepare_image(cfg.image)
         except ImageError as exc:
             raise ValueError(f"caisson sandbox: {exc}") from None
+        if cfg.pool and not await runtime.pool_ready(POOL_FILL_WAIT):
+            log.warning("warm pool not full after task_init's wait; samples may start cold", waited=POOL_FILL_WAIT)
 
     @classmethod
     async def sample_init(
@@ -219,8 +223,9 @@ class CaissonSandboxEnvironment(SandboxEnvironment):
             return
         # Removing a container costs the engine up to seconds on a busy host: done after the
         # sample, so its slot goes to the next sample at once (task_cleanup waits for them).
+        runtime = _Shared.runtime
         for session in sessions:
-            task = asyncio.get_running_loop().create_task(session.close())
+            task = asyncio.get_running_loop().create_task(_close_after_refill(runtime, session))
             _Shared.closing.add(task)
             task.add_done_callback(_Shared.closing.discard)
 
@@ -352,6 +357,15 @@ async def _pool_has_one(runtime: Runtime) -> None:
     with anyio.move_on_after(POOL_WAIT):
         while not runtime.backend.pool_session_ids():
             await anyio.sleep(0.02)
+
+
+async def _close_after_refill(runtime: Runtime | None, session: Session) -> None:
+    """Close a sample's session once the warm pool is full again (or after POOL_WAIT): the
+    engine removing containers while it starts the next samples' slowed the refill that those
+    samples wait on."""
+    if runtime is not None and runtime.config.pool is not None:
+        await runtime.pool_ready(POOL_WAIT)
+    await session.close()
 
 
 def _show_left(left: list[tuple[str, str]]) -> None:

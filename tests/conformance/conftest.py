@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from caisson import Runtime, Session
 from caisson.policy import Policy
 from caisson.tools.base import ToolResult
@@ -17,9 +19,17 @@ from caisson.tools.base import ToolResult
 APPROVE_ALL = Policy(auto_approve_all=True)
 
 
+@pytest.fixture(scope="module", params=["runc", "gvisor"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """Every profile's conformance runs on both runtimes: gVisor is offered for untrusted work,
+    so its tools must behave as on runc."""
+    return str(request.param)
+
+
 @asynccontextmanager
-async def profile_session(rt: Runtime, profile: str, **overrides: Any) -> AsyncIterator[Session]:
+async def profile_session(rt: Runtime, profile: str, engine: str, **overrides: Any) -> AsyncIterator[Session]:
     overrides.setdefault("policy", APPROVE_ALL)
+    overrides["gvisor"] = engine == "gvisor"
     async with rt.session(profile=profile, **overrides) as session:
         yield session
 

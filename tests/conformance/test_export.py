@@ -215,7 +215,7 @@ def test_prompt_text_lists_every_tool() -> None:
 @pytest.mark.anyio
 async def test_session_tools(rt: Runtime) -> None:
     """Issue 6: session.tools(format=...) exports the session's own profile."""
-    async with profile_session(rt, "grida") as session:
+    async with profile_session(rt, "grida", "runc") as session:
         for fmt in FORMATS:
             assert session.tools(fmt) == export_tools(get_profile("grida"), fmt)
         assert [t["name"] for t in session.tools("anthropic")] == list(get_profile("grida").tools)

@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from caisson._sandbox.protocol import FrameDecoder, encode_frame  # noqa: E402
-from caisson.docker.clone_exec import binary as clone_exec_binary  # noqa: E402
+from caisson.docker.native import CLONE_EXEC, binary  # noqa: E402
 
 MARK_VAR = "DAEMON_TEST_MARK"
 # The daemon must run on Python >= 3.8: point this at another interpreter to check.
@@ -220,7 +220,7 @@ def start_container_daemon(
     package = tmp_path / f"sandbox-{mark[:12]}"  # a copy: the checkout's folder has no room for the helper
     shutil.copytree(ROOT / "sandbox", package, ignore=shutil.ignore_patterns("__pycache__"))
     if clone_exec:
-        helper = helper if helper is not None else clone_exec_binary()
+        helper = helper if helper is not None else binary(CLONE_EXEC)
         assert helper is not None, "clone-exec did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
         (package / "clone-exec").write_bytes(helper)
         (package / "clone-exec").chmod(0o755)

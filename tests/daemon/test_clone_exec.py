@@ -21,18 +21,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_client import clone_exec_binary, start_container_daemon
+from daemon_client import start_container_daemon
 
 from caisson._sandbox import clone_request, seccomp
 from caisson._sandbox.errors import DaemonError
 from caisson._sandbox.spawner import STAGE_EXEC, STAGE_SETUP
+from caisson.docker.native import CLONE_EXEC, binary
 
 HEADER = struct.Struct("<BIIIIIII")
 
 
 @pytest.fixture(scope="module")
 def helper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data = clone_exec_binary()
+    data = binary(CLONE_EXEC)
     assert data is not None, "clone-exec did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
     path = tmp_path_factory.mktemp("clone-exec") / "clone-exec"
     path.write_bytes(data)

@@ -17,7 +17,8 @@ import pytest
 
 from caisson import Runtime
 from caisson.backend import SandboxRow
-from caisson.integrations.inspect import FORCE_ENV, TENANT, CaissonSandboxEnvironment
+from caisson.integrations import inspect as provider
+from caisson.integrations.inspect import FORCE_ENV, TENANT, CaissonSandboxConfig, CaissonSandboxEnvironment
 from caisson.integrations.leftovers import CleanupRefused, select
 
 pytestmark = pytest.mark.anyio
@@ -169,3 +170,26 @@ def test_ids_that_name_nothing_or_too_much_are_refused() -> None:
     rows.append(SandboxRow(id="abcd" + "2" * 60, session_id="s-3"))
     with pytest.raises(CleanupRefused, match="matches 2 sandboxes"):
         select(rows, "abcd")
+
+
+async def test_with_a_pool_the_first_samples_start_on_warm_containers_and_none_is_left(rt: Runtime) -> None:
+    """task_init waits for the warm pool to fill, so the first wave of samples takes started
+    containers (the pooled session ids); closing waits for the refill, yet by the end of
+    task_cleanup neither the samples' containers nor the pool's are left."""
+    config = CaissonSandboxConfig(pool=2)
+    await CaissonSandboxEnvironment.task_init("warm", config)
+    runtime = provider._Shared.runtime
+    assert runtime is not None
+    warm = runtime.backend.pool_session_ids()
+    assert len(warm) == 2, "task_init returned before the pool was full"
+    samples = [await CaissonSandboxEnvironment.sample_init("warm", config, {}) for _ in range(2)]
+    sessions = [envs["default"].as_type(CaissonSandboxEnvironment).session for envs in samples]
+    assert {s.id for s in sessions} == warm
+    for envs in samples:
+        await CaissonSandboxEnvironment.sample_cleanup("warm", config, envs, False)
+    assert await runtime.pool_ready(180), "the pool did not refill after its containers were taken"
+    refilled = set(runtime.backend.pool_session_ids())
+    await CaissonSandboxEnvironment.task_cleanup("warm", config, True)
+    left = {row.session_id for row in await rt.backend.list_sandboxes()}
+    print(f"samples' sessions left: {len({s.id for s in sessions} & left)}, pool's left: {len(refilled & left)}")
+    assert not ({s.id for s in sessions} | refilled) & left

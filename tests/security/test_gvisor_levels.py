@@ -198,7 +198,6 @@ async def test_no_way_out_of_a_view(rt: Runtime) -> None:
             "unshare -r sh -c 'touch /var/tmp/out-11'",
             "unshare -rm sh -c 'mount -t tmpfs none /mnt; touch /var/tmp/out-12'",
         ]
-        # find, not ls: coreutils' ls and stat fail on gVisor's statx here (EINVAL).
         count = "find /var/tmp -maxdepth 1 -name 'out-*' | wc -l; rm -f /var/tmp/out-*"
         agent = s.confined(Confinement(user=s.config.agent_user, level="safe"))
         for attack in attempts:

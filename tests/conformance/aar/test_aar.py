@@ -31,8 +31,8 @@ Guidelines:
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "aar") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "aar", engine) as session:
         yield session
 
 

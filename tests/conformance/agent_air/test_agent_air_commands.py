@@ -21,7 +21,7 @@ MORE_QUESTION = "Any additional requirements?"
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
     handler = answers({DB_QUESTION: "PostgreSQL", MORE_QUESTION: "Use UTF-8"})
 
     async def interact(questions: list) -> dict:
@@ -30,7 +30,7 @@ async def s(rt: Runtime) -> AsyncIterator[Session]:
             return {questions[0].text: "Allow for this session"}
         return dict(await handler(questions))
 
-    async with profile_session(rt, "agent-air", interaction_handler=interact) as session:
+    async with profile_session(rt, "agent-air", engine, interaction_handler=interact) as session:
         await sh(session, f"mkdir -p {P}")
         yield session
 

@@ -18,8 +18,8 @@ P = "/workspace/project"
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "agent-air") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "agent-air", engine) as session:
         await sh(
             session,
             f"mkdir -p {P}/src && printf 'fn main() {{\\n    println!(\"hi\");\\n}}\\n' > {P}/src/main.rs && "

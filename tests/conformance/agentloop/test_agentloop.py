@@ -32,8 +32,8 @@ LEVELS = {
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "agentloop") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "agentloop", engine) as session:
         await sh(session, f"mkdir -p {W}/src/tools && printf 'export interface ToolDefinition {{}}\\n' > "
                           f"{W}/src/tools/registry.ts && printf 'const x = 1;\\n' > {W}/src/tools/calculate.ts && "
                           f"printf '{{\\n  \"name\": \"agentloop\"\\n}}\\n' > {W}/package.json")

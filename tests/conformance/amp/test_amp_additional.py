@@ -17,8 +17,8 @@ W = "/workspace"
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "amp") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "amp", engine) as session:
         yield session
 
 

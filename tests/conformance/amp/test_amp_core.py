@@ -21,8 +21,8 @@ PNG = base64.b64decode(
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "amp") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "amp", engine) as session:
         await sh(session, f"mkdir -p {W}/read/sub && printf 'first line\\nsecond line\\nthird...\\n' > {W}/read/f.txt")
         await session.write_file(f"{W}/read/pixel.png", PNG, owner="agent")
         yield session

@@ -16,8 +16,8 @@ W = "/workspace"
 
 
 @pytest.fixture(scope="module")
-async def s(rt: Runtime) -> AsyncIterator[Session]:
-    async with profile_session(rt, "grida") as session:
+async def s(rt: Runtime, engine: str) -> AsyncIterator[Session]:
+    async with profile_session(rt, "grida", engine) as session:
         await sh(session, f"mkdir -p {W}/notes && printf '<svg>\\n  <rect  x=\"1\"/>\\n</svg>\\n' > {W}/canvas.svg "
                           f"&& printf 'Draft\\ndraft two\\n' > {W}/notes/draft.md")
         yield session
