@@ -83,7 +83,7 @@ def test_metrics_count_sessions_calls_and_latency(sqlite_api: Api) -> None:
     with t.client() as c:
         sid = open_session(c)
         for _ in range(3):
-            c.post(f"/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": "2 ** 8"}})
+            c.post(f"/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": "2 ^ 8"}})  # mathjs syntax
         c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "rm -rf /"}})
         text = httpx.get(f"{sqlite_api.url}/metrics").text
         assert f'caisson_sessions{{tenant="{t.tenant_id}"}} 1.0' in text
