@@ -95,11 +95,14 @@ async def spawned(s: RemoteSession, command: str) -> str:
     return out.stdout + out.stderr
 
 
-async def test_a_tenant_reads_no_secret_through_any_route(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_a_tenant_reads_no_secret_through_any_route(
+    sqlite_api: Api, docker_engine: docker.DockerClient, gvisor: bool
+) -> None:
     t = sqlite_api.tenant("secret-reads")
     landed: list[tuple[str, str]] = []
     tried = 0
-    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session() as s:
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session(gvisor=gvisor) as s:
         plant(docker_engine, s.id)
         with approving(t, "deny") as denied:
             for path in PATHS:
@@ -139,7 +142,51 @@ async def test_a_tenant_reads_no_secret_through_any_route(sqlite_api: Api, docke
         assert await s.read_file(f"{W}/notes.txt") == b"ordinary\n"
         assert (await s.exec("cat notes.txt", cwd=W)).stdout == "ordinary\n"
         assert "notes.txt" in {e.name for e in await s.list_dir(W)}
-    print(f"a tenant's reads of secrets through caisson serve: tried {tried}, landed {len(landed)}: {landed}; "
+    print(f"a tenant's reads of secrets through caisson serve ({'gvisor' if gvisor else 'runc'}): tried {tried}, landed {len(landed)}: {landed}; "
           f"{len(denied)} commands went to the tenant's approvers (denied)")
     assert landed == []
     assert denied  # the dangerous commands were asked, not run
+
+
+RACER = (
+    "cd /workspace && while true; do ln -sf .env r.tmp && mv -T r.tmp race.txt; "
+    "printf 'plain\\n' > p.tmp && mv -T p.tmp race.txt; done"
+)
+
+
+async def test_a_link_swapped_in_while_a_tenant_reads_lands_nothing(
+    sqlite_api: Api, docker_engine: docker.DockerClient
+) -> None:
+    """Another writer (the agent's background process) swaps a harmless file for a link to the
+    secret and back, as fast as it can, while the tenant reads that name through the file
+    routes (the daemon reads by the looked-at real name and refuses a link: no window). A
+    command's output is not covered: its words are looked at before it runs (README, known
+    limits)."""
+    t = sqlite_api.tenant("secret-race")
+    landed: dict[str, int] = {}
+    plain = 0
+    rounds = 150
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session() as s:
+        plant(docker_engine, s.id)
+        [container] = docker_engine.containers.list(filters={"label": f"caisson.session={s.id}"})
+        container.exec_run(["bash", "-c", RACER], user="agent", detach=True)
+        with approving(t, "deny"):
+            routes: dict[str, Callable[[], Awaitable[Any]]] = {
+                "read": lambda: s.read_file(f"{W}/race.txt"),
+                "range": lambda: s.read_range(f"{W}/race.txt"),
+                "copy_out": lambda: copied(s, f"{W}/race.txt"),
+            }
+            for route, read in routes.items():
+                for _ in range(rounds):
+                    try:
+                        got = _as_bytes(await read())
+                    except CaissonError:
+                        continue
+                    plain += b"plain" in got
+                    if TOKEN.encode() in got:
+                        landed[route] = landed.get(route, 0) + 1
+    tried = rounds * len(routes)
+    print(f"a link to a secret raced in under a tenant's reads: tried {tried}, landed {sum(landed.values())}: "
+          f"{landed}; {plain} reads got the plain file")
+    assert plain > 0  # the racer's plain file was there to read: the race was on
+    assert landed == {}
