@@ -123,9 +123,12 @@ def make_tenant(url: str, admin_token: str, name: str, label: str, quotas: dict[
 
 
 @contextmanager
-def approving(key: TenantKey, decision: str = "allow_once") -> Iterator[list[dict[str, Any]]]:
+def approving(
+    key: TenantKey, decision: str = "allow_once", tools: tuple[str, ...] | None = None
+) -> Iterator[list[dict[str, Any]]]:
     """The tenant's approver while inside (a thread, for sync and async tests alike): every
-    pending approval answered with ``decision``; yields the approvals answered so far."""
+    pending approval answered with ``decision`` (only those of ``tools``, if given; the others
+    denied); yields the approvals answered so far."""
     answered: list[dict[str, Any]] = []
     stop = threading.Event()
 
@@ -133,7 +136,8 @@ def approving(key: TenantKey, decision: str = "allow_once") -> Iterator[list[dic
         with key.client() as c:
             while not stop.wait(0.2):
                 for pending in c.get("/v1/approvals").json():
-                    r = c.post(f"/v1/approvals/{pending['id']}", json={"decision": decision})
+                    answer = decision if tools is None or pending["tool"] in tools else "deny"
+                    r = c.post(f"/v1/approvals/{pending['id']}", json={"decision": answer})
                     if r.status_code == 200:
                         answered.append(r.json())
 
