@@ -53,6 +53,9 @@ COMMANDS = [
     "cat -- sym.txt", "cat --file=sym.txt", "xargs cat < names.txt", "cat $(echo sym.txt)", "cat cfg/../sym.txt",
     "cat /dev/shm/held", "cat /var/tmp/held", "dd if=sym.txt", "cat /tmp/t/linked.txt", "cat s{y,x}m.txt",
     "cat sy{l..n}.txt", "cat */up", "cat /tmp/*/linked.txt", "cat [s]ym.txt", "cat ~/../../workspace/sym.txt",
+    # More words than are looked at, the link last; braces making more names than that.
+    "cat " + " ".join(f"n{i}" for i in range(300)) + " sym.txt", "cat n{1..400} sym.txt",
+    "cat {0..9}{0..9}{0..9} sym.txt",
 ]
 
 
