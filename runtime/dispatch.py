@@ -9,9 +9,12 @@ decision and the daemon's open therefore cannot disagree."""
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import posixpath
 import random
+import re
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from caisson.policy import (
     Policy,
     PolicyEngine,
     ResolvedPath,
+    is_secret,
     is_within,
 )
 from caisson.profiles import get_profile
@@ -60,6 +64,36 @@ FIELD_LIMITS = {
     "questions": 100,
     "env": 1000,
 }
+# The paths of a command's words (globs and braces expanded) looked at for links and other
+# names, one stat each; a command naming more is dangerous, whatever its classification.
+MAX_WORDS_RESOLVED = 256
+
+
+BRACES = re.compile(r"\{([^{}]*,[^{}]*|[a-zA-Z]\.\.[a-zA-Z]|-?[0-9]+\.\.-?[0-9]+)\}")
+
+
+def _braces(word: str, limit: int = 64) -> list[str]:
+    """The words bash's brace expansion makes of ``word`` (lists and ranges), at most ``limit``."""
+    found = BRACES.search(word)
+    if found is None:
+        return [word]
+    inner = found.group(1)
+    if "," in inner:
+        alternatives = inner.split(",")
+    else:
+        first, last = inner.split("..")
+        if first.lstrip("-").isdigit():
+            step = 1 if int(last) >= int(first) else -1
+            alternatives = [str(i) for i in range(int(first), int(last) + step, step)[:limit]]
+        else:
+            step = 1 if last >= first else -1
+            alternatives = [chr(c) for c in range(ord(first), ord(last) + step, step)]
+    words = []
+    for alt in alternatives:
+        words.extend(_braces(word[: found.start()] + alt + word[found.end():], limit))
+        if len(words) >= limit:
+            break
+    return words[:limit]
 
 
 def oversized(args: dict[str, Any], limits: dict[str, int] | None = None) -> str | None:
@@ -228,6 +262,90 @@ class Dispatcher:
         nearest = result.get("nearest")
         real = posixpath.normpath(nearest) if isinstance(nearest, str) else lexical
         return ResolvedPath(requested=lexical, resolved=real), Probe(st)
+
+    async def command_client(self, tool: str, command: str, *, cwd: str | None, env: dict[str, str]) -> SandboxClient:
+        """The client to run a command given outside a tool call (a hosted tenant's exec or
+        spawn) with: decided as bash's command line is, its environment and directory
+        included, asking the session's approver where the policy says so; audited like a call.
+        A refused command raises OpError ``permission_denied``."""
+        where = self.client.resolve(cwd) if cwd else self.client.cwd
+        reached = await self._reached(command, where)
+        request = CallRequest(
+            tenant=self.client.config.tenant, session_id=self.client.id, call_id=f"c-{random.getrandbits(48):012x}",
+            tool=tool, tool_alias=tool, args={"command": command, "cwd": cwd, "env": env}, command=command, env=env,
+            cwd=where, paths=reached or [],
+            # Too many paths to look at all: no classification may lower the call below dangerous.
+            level=Level.DANGEROUS if reached is None else None, level_is_floor=reached is None,
+            kernel_confines=bool(self.client.info and (self.client.info.landlock or self.client.info.levels)),
+        )
+        decision = await self.engine.decide(request)
+        event = audit_event(request, decision, outcome="ok" if decision.allowed else "denied", message=decision.message or None)
+        self.audit.record(event, args=request.args, focus=decision.decisive)
+        if not decision.allowed:
+            raise OpError("permission_denied", decision.message)
+        return self.client.confined(self.confinement(decision.level))
+
+    async def _reached(self, command: str, cwd: str) -> list[ResolvedPath] | None:
+        """The files a command line's words name that the classifier, which judges names, cannot
+        see: a secret reached through a symbolic link, or a file with other names (one may be a
+        secret's). The policy then decides on them as on a read tool's paths. None: the words
+        name more than MAX_WORDS_RESOLVED paths."""
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return []  # unparseable: the classifier makes it dangerous
+        policy = self.engine.policy
+        home = f"/home/{self.client.config.agent_user}"
+        named = dict.fromkeys(
+            posixpath.join(cwd, home + word[1:] if word == "~" or word.startswith("~/") else word)
+            for given in words
+            for word in _braces(given.partition("=")[2] or given, MAX_WORDS_RESOLVED + 1)
+            if word and not word.startswith("-")
+        )
+        if len(named) > MAX_WORDS_RESOLVED:
+            return None
+        paths: list[str] = []
+        for path in named:
+            paths.extend(await self._glob(path))
+            if len(paths) > MAX_WORDS_RESOLVED:
+                return None
+        found = []
+        for each in paths:
+            try:
+                st = await self._agent.stat(each)
+            except OpError:
+                continue
+            if not st.exists or st.realpath is None:
+                continue
+            links = st.nlink if st.type == "file" else 1
+            # The system's own multi-name files (root's, outside the roots) are no one's secret.
+            ours = st.uid != 0 or is_within(st.realpath, policy.workspace_roots)
+            if (links > 1 and ours) or is_secret(st.realpath, policy.secret_patterns, policy.secret_exceptions):
+                found.append(ResolvedPath(requested=each, resolved=st.realpath, links=links))
+        return found
+
+    async def _glob(self, path: str) -> list[str]:
+        """The paths a word with glob characters matches now (as bash does: a leading dot only
+        by a pattern's leading dot), one directory listing per step; a plain path as it is."""
+        matched = ["/"]
+        for part in path.split("/")[1:]:
+            if len(matched) > MAX_WORDS_RESOLVED:
+                break  # more than are looked at: the caller's limit
+            if not part or not any(c in part for c in "*?["):
+                matched = [posixpath.join(m, part) for m in matched]
+                continue
+            found: list[str] = []
+            for base in matched:
+                try:
+                    entries = await self._agent.list_dir(base)
+                except OpError:
+                    continue
+                found.extend(
+                    posixpath.join(base, e.name) for e in entries
+                    if fnmatch.fnmatchcase(e.name, part) and (part.startswith(".") or not e.name.startswith("."))
+                )
+            matched = found
+        return matched
 
     async def call(self, name: str, raw_args: dict[str, Any]) -> ToolResult:
         """One tool call, always answered and always audited once, whatever goes wrong."""

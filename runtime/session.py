@@ -82,6 +82,16 @@ class Session(SandboxClient):
         return self._dispatcher.grants
 
     @property
+    def policy(self) -> Policy:
+        """The policy this session's calls are decided by (its workspace roots filled in)."""
+        return self._dispatcher.engine.policy
+
+    async def command_client(self, tool: str, command: str, *, cwd: str | None, env: dict[str, str]) -> SandboxClient:
+        """A client to run ``command`` with, as the policy decides it outside a tool call (see
+        :meth:`Dispatcher.command_client`): for a hosted tenant's own commands."""
+        return await self._dispatcher.command_client(tool, command, cwd=cwd, env=env)
+
+    @property
     def interaction_handler(self) -> InteractionHandler | None:
         """Who answers ask_user_questions; the embedding program may change it mid-session."""
         return self._dispatcher.interaction_handler
@@ -139,7 +149,7 @@ class Session(SandboxClient):
         """What the policy lets a host-side read of the agent's files see."""
         if include_secrets:
             return {}
-        policy = self._dispatcher.engine.policy
+        policy = self.policy
         return {
             "roots": policy.workspace_roots,
             "secret": lambda path: is_secret(path, policy.secret_patterns, policy.secret_exceptions) is not None,
@@ -162,7 +172,7 @@ class Session(SandboxClient):
         ``include_secrets=True`` is for the embedding program's own use."""
         if include_secrets:
             return await self._owner.diff(self, path)
-        policy = self._dispatcher.engine.policy
+        policy = self.policy
         root = self.resolve(path or self.config.workdir)
         real = (await self.stat(root)).realpath or root
         if not (is_within(root, policy.workspace_roots) and is_within(real, policy.workspace_roots)):

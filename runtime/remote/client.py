@@ -5,6 +5,7 @@ local ``Runtime`` runs unchanged against a server."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import tempfile
@@ -17,13 +18,31 @@ import anyio
 import httpx
 
 from caisson.client.archive import CopySource, read_whole, unpack_to, write_tar
-from caisson.client.models import ExecResult, SpawnResult, StreamEvent, TaskInfo, TaskOutput, WriteResult
+from caisson.client.models import (
+    DaemonInfo,
+    DirEntry,
+    ExecResult,
+    ReadResult,
+    SpawnResult,
+    StatResult,
+    StreamEvent,
+    TaskInfo,
+    TaskOutput,
+    WalkResult,
+    WriteResult,
+)
+from caisson.client.primitives import CHUNK
 from caisson.config import SessionConfig
 from caisson.errors import CaissonError, CallTimeout, OpError, SessionError
 from caisson.remote.sse import read_events
 from caisson.tools.base import ToolResult
+from caisson.workspace_diff import WorkspaceDiff
 
 FORMATS = ("json_schema", "openai", "anthropic", "mcp")
+# The version of the hosted API this client speaks; every path begins with it.
+API = "/v1"
+# A wait the server holds one request for (its limit); longer waits are several requests.
+MAX_WAIT = 30.0
 # SessionConfig fields the API takes when a session is opened.
 SESSION_FIELDS = ("image", "profile", "ttl", "idle_timeout", "env", "gvisor", "network", "egress")
 
@@ -39,9 +58,11 @@ class RemoteError(CaissonError):
 
 
 # Codes of the server's own answers; any other 4xx code is the daemon's refusal of the
-# operation, raised as the library raises it (OpError with that code).
+# operation, raised as the library raises it (OpError with that code). ``conflict`` is the
+# daemon's (a compare-and-swap write): the server's own conflicts are on admin and approval
+# routes this client does not call.
 SERVER_CODES = frozenset({
-    "unauthorized", "forbidden", "not_allowed", "quota_exceeded", "body_too_large", "conflict", "invalid_request",
+    "unauthorized", "forbidden", "not_allowed", "quota_exceeded", "body_too_large", "invalid_request",
     "no_such_session", "no_such_snapshot", "no_such_approval", "no_such_call", "no_such_tenant", "no_such_key",
     "image_error", "docker_unavailable",
 })
@@ -148,14 +169,14 @@ class RemoteRuntime:
             body["limits"] = {"memory": cfg.limits.memory, "cpus": cfg.limits.cpus, "pids": cfg.limits.pids}
         if from_snapshot is not None:
             body["from_snapshot"] = from_snapshot
-        info = (await self.request("POST", "/sessions", json=body)).json()
+        info = (await self.request("POST", f"{API}/sessions", json=body)).json()
         return await self._attach(info)
 
     async def attach(self, session_id: str) -> RemoteSession:
         """An open session of this key's tenant, opened earlier (by this client, another one, or
         before a restart); its background tasks and their output are there. A closed or
         unknown one raises SessionError."""
-        info = (await self.request("GET", f"/sessions/{session_id}")).json()
+        info = (await self.request("GET", f"{API}/sessions/{session_id}")).json()
         if info["state"] != "open":
             raise SessionError(f"session {session_id} is {info['state']}: open a new one")
         return await self._attach(info)
@@ -164,7 +185,7 @@ class RemoteRuntime:
         profile = str(info["profile"])
         if (profile, FORMATS[0]) not in self._schemas:
             async def fetch(fmt: str) -> None:
-                r = await self.request("GET", f"/sessions/{info['id']}/tools", params={"format": fmt})
+                r = await self.request("GET", f"{API}/sessions/{info['id']}/tools", params={"format": fmt})
                 self._schemas[(profile, fmt)] = r.json()
 
             async with anyio.create_task_group() as tg:
@@ -184,7 +205,7 @@ class RemoteSession:
         self.id = session_id
         self.profile = profile
         self._closed = False
-        self._base = f"/sessions/{session_id}"
+        self._base = f"{API}/sessions/{session_id}"
 
     def __repr__(self) -> str:
         return f"<RemoteSession {self.id} at {self._rt.url}>"
@@ -203,12 +224,26 @@ class RemoteSession:
 
     # ---- primitives -----------------------------------------------------------------------
 
+    async def ping(self, *, timeout: float | None = None) -> DaemonInfo:
+        """The session's daemon answers: its version, protocol, and what enforces the levels."""
+        wait = {} if timeout is None else {"timeout": timeout}
+        return DaemonInfo.model_validate(await self._json("GET", "/ping", **wait))
+
     async def exec(
         self, command: str | list[str], *, timeout: float | None = 60.0, cwd: str | None = None,
         env: dict[str, str] | None = None, stdin: str | None = None,
     ) -> ExecResult:
         body = {"command": command, "timeout": timeout, "cwd": cwd, "env": env or {}, "stdin": stdin}
         return ExecResult.model_validate(await self._json("POST", "/exec", json=body))
+
+    async def stat(self, path: str, *, follow: bool = True) -> StatResult:
+        return StatResult.model_validate(await self._json("GET", "/stat", params={"path": path, "follow": follow}))
+
+    async def read_range(self, path: str, offset: int = 0, length: int = -1, *, hash: bool = False) -> ReadResult:
+        """One byte range of a file (at most 8 MiB), with the file's size and optional sha256."""
+        params = {"path": path, "offset": offset, "length": length if 0 <= length <= CHUNK else CHUNK, "hash": hash}
+        reply = await self._json("GET", "/range", params=params)
+        return ReadResult.model_validate({**reply, "data": base64.b64decode(reply["data"])})
 
     async def read_file(self, path: str, offset: int = 0, length: int = -1) -> bytes:
         r = await self._rt.request("GET", self._base + "/files", params={"path": path, "offset": offset, "length": length})
@@ -225,21 +260,66 @@ class RemoteSession:
         content = data.encode() if isinstance(data, str) else data
         return WriteResult.model_validate(await self._json("PUT", "/files", params=params, content=content))
 
+    async def list_dir(self, path: str) -> list[DirEntry]:
+        return [DirEntry.model_validate(e) for e in await self._json("GET", "/dir", params={"path": path})]
+
+    async def walk(
+        self, path: str, *, include_hidden: bool = False, max_entries: int = 200_000,
+        ignore_files: tuple[str, ...] = (".gitignore",), detail: bool = False,
+    ) -> WalkResult:
+        params = {
+            "path": path, "include_hidden": include_hidden, "max_entries": max_entries, "detail": detail,
+            # One empty value asks for no ignore files (none at all would mean the default).
+            "ignore_files": list(ignore_files) or [""],
+        }
+        return WalkResult.model_validate(await self._json("GET", "/walk", params=params))
+
+    async def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> bool:
+        body = {"path": path, "parents": parents, "exist_ok": exist_ok}
+        return bool((await self._json("POST", "/mkdir", json=body))["created"])
+
+    async def remove(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> bool:
+        params = {"path": path, "recursive": recursive, "missing_ok": missing_ok}
+        return bool((await self._json("DELETE", "/files", params=params))["removed"])
+
+    async def rename(self, src: str, dst: str, *, overwrite: bool = True) -> None:
+        await self._rt.request("POST", self._base + "/rename", json={"src": src, "dst": dst, "overwrite": overwrite})
+
+    # ---- background tasks ----------------------------------------------------------------
+
     async def spawn(
         self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-        timeout: float | None = None, name: str | None = None,
+        timeout: float | None = None, name: str | None = None, stdin: str | None = None,
     ) -> SpawnResult:
-        body = {"command": command, "cwd": cwd, "env": env or {}, "timeout": timeout, "name": name}
+        body = {"command": command, "cwd": cwd, "env": env or {}, "timeout": timeout, "name": name, "stdin": stdin}
         return SpawnResult.model_validate(await self._json("POST", "/tasks", json=body))
 
-    async def task_read(self, task_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0, wait: float = 0.0) -> TaskOutput:
-        params = {"stdout_offset": stdout_offset, "stderr_offset": stderr_offset, "wait": min(wait, 30.0)}
+    async def task_read(
+        self, task_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0,
+        max_bytes: int = 1024 * 1024, wait: float = 0.0,
+    ) -> TaskOutput:
+        params = {
+            "stdout_offset": stdout_offset, "stderr_offset": stderr_offset, "max_bytes": max_bytes,
+            "wait": min(wait, MAX_WAIT),
+        }
         return TaskOutput.model_validate(await self._json("GET", f"/tasks/{task_id}", params=params))
 
-    async def task_signal(self, task_id: str, signal: str = "KILL") -> None:
-        if signal != "KILL":
-            raise ValueError("the hosted API sends KILL only")
-        await self._rt.request("DELETE", f"{self._base}/tasks/{task_id}")
+    async def task_write(self, task_id: str, data: bytes | str, *, close: bool = False) -> int:
+        content = data.encode() if isinstance(data, str) else data
+        reply = await self._json("POST", f"/tasks/{task_id}/stdin", params={"close": close}, content=content)
+        return int(reply["written"])
+
+    async def task_signal(self, task_id: str, signal: str | int = "KILL", *, tree: bool = True) -> None:
+        await self._rt.request("POST", f"{self._base}/tasks/{task_id}/signal", json={"signal": signal, "tree": tree})
+
+    async def task_wait(self, task_id: str, timeout: float | None = None) -> TaskOutput:
+        """The task's end; after ``timeout`` seconds (None: no limit) its state so far."""
+        deadline = None if timeout is None else anyio.current_time() + timeout
+        while True:
+            left = MAX_WAIT if deadline is None else max(0.0, min(MAX_WAIT, deadline - anyio.current_time()))
+            state = TaskOutput.model_validate(await self._json("POST", f"/tasks/{task_id}/wait", params={"timeout": left}))
+            if not state.running or (deadline is not None and anyio.current_time() >= deadline):
+                return state
 
     async def task_list(self) -> list[TaskInfo]:
         return [TaskInfo.model_validate(t) for t in await self._json("GET", "/tasks")]
@@ -318,6 +398,12 @@ class RemoteSession:
         return await unpack_to(self.copy_out(path), host_dir)
 
     # ---- engine-side work and lifecycle -----------------------------------------------------
+
+    async def diff(self, path: str | None = None) -> WorkspaceDiff:
+        """Files added, modified and deleted beneath ``path`` (default: the workdir) since the
+        session started; within the workspace roots, secret files left out (as for a tenant)."""
+        params = {} if path is None else {"path": path}
+        return WorkspaceDiff.model_validate(await self._json("GET", "/diff", params=params))
 
     async def snapshot(self) -> str:
         """This session's files as a snapshot id; ``rt.session(from_snapshot=id)`` starts from it."""

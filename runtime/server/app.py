@@ -11,7 +11,17 @@ from fastapi.openapi.utils import get_openapi
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from caisson.server import errors, health, routes_admin, routes_approvals, routes_audit, routes_calls, routes_sessions
+from caisson.server import (
+    errors,
+    health,
+    routes_admin,
+    routes_approvals,
+    routes_audit,
+    routes_calls,
+    routes_files,
+    routes_sessions,
+    routes_tasks,
+)
 from caisson.server.console import router as console_router
 from caisson.server.deps import ServerContext
 from caisson.server.metrics import CONTENT_TYPE
@@ -63,6 +73,8 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
         app.include_router(module.router, prefix=API_PREFIX)
         # The paths of before the version prefix keep working, out of the document.
         app.include_router(module.router, include_in_schema=False)
+    for module in (routes_files, routes_tasks):  # newer than the prefix: /v1 only
+        app.include_router(module.router, prefix=API_PREFIX)
     app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]
     app.include_router(console_router)
     errors.install(app, ctx)

@@ -22,6 +22,13 @@ __all__ = [
     "ExecBody",
     "ExecResult",
     "ForkBody",
+    "MkdirBody",
+    "RangeReply",
+    "RenameBody",
+    "SignalBody",
+    "Created",
+    "Removed",
+    "Written",
     "KeyBody",
     "KeyInfo",
     "PROBLEM_TYPE",
@@ -168,6 +175,49 @@ class SpawnBody(_Body):
     cwd: str | None = Field(None, max_length=4096)
     env: dict[str, str] = Field(default_factory=dict, max_length=200)
     name: str | None = Field(None, max_length=200)
+    stdin: str | None = Field(None, description="written to the task's stdin at its start")
+
+
+_Path = Field(min_length=1, max_length=4096, description="a container path; relative to the workdir")
+
+
+class MkdirBody(_Body):
+    path: str = _Path
+    parents: bool = True
+    exist_ok: bool = True
+
+
+class RenameBody(_Body):
+    src: str = _Path
+    dst: str = _Path
+    overwrite: bool = True
+
+
+class SignalBody(_Body):
+    signal: str | int = Field("KILL", description="a name (TERM, INT, KILL, ...) or a number")
+    tree: bool = Field(True, description="the task's whole process tree, not its leader alone")
+
+
+class RangeReply(BaseModel):
+    """One byte range of a file: its bytes (base64), the file's size and optional sha256."""
+
+    data: str = Field(description="the bytes, base64")
+    size: int
+    offset: int
+    eof: bool
+    sha256: str | None = None
+
+
+class Created(BaseModel):
+    created: bool = Field(description="false: the directory was there already")
+
+
+class Removed(BaseModel):
+    removed: bool = Field(description="false: there was nothing to remove (missing_ok)")
+
+
+class Written(BaseModel):
+    written: int = Field(description="bytes the task's stdin took")
 
 
 class SnapshotInfo(BaseModel):

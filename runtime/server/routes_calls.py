@@ -4,6 +4,7 @@ tasks read by offset, and command output streamed as Server-Sent Events."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any
@@ -12,8 +13,10 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from caisson.client.models import TaskInfo
+from caisson.client.primitives import CHUNK, SandboxClient
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from caisson.logs import get_logger
+from caisson.server import reads
 from caisson.server.deps import Ctx, LiveSession
 from caisson.server.models import (
     CallBody,
@@ -26,6 +29,7 @@ from caisson.server.models import (
     WriteResult,
 )
 from caisson.server.streams import sse_task_events
+from caisson.server.tenancy import Live
 
 router = APIRouter(tags=["calls"])
 SESSION_ENDED = frozenset({SessionError.code, DaemonDied.code, DaemonProtocolError.code})
@@ -53,7 +57,10 @@ async def call(live: LiveSession, body: CallBody, ctx: Ctx) -> ToolResult:
 
 @router.post("/sessions/{session_id}/exec")
 async def exec_command(live: LiveSession, body: ExecBody) -> ExecResult:
-    return await live.agent.exec(body.command, timeout=body.timeout, cwd=body.cwd, env=body.env, stdin=body.stdin)
+    """Run a command as the agent, decided as bash's are (a dangerous one waits for the
+    tenant's approvers; a refused one answers 403), confined to the level decided."""
+    runner = await _decided(live, body.command, body.cwd, body.env)
+    return await runner.exec(body.command, timeout=body.timeout, cwd=body.cwd, env=body.env, stdin=body.stdin)
 
 
 @router.get("/sessions/{session_id}/files", response_class=Response, responses=BYTES_REPLY)
@@ -61,8 +68,9 @@ async def read_file(
     live: LiveSession, path: Path, offset: Offset = 0, length: Annotated[int, Query(ge=-1, le=MAX_READ)] = -1
 ) -> Response:
     """The file's bytes (or ``length`` bytes from ``offset``); a whole file over 256 MiB is
-    refused (413, output_limit): read it in ranges or copy it out."""
-    data = await live.agent.read_file(path, offset, length, max_size=MAX_READ if length == -1 else None)
+    refused (413, output_limit): read it in ranges or copy it out. A secret file, or one with
+    other names, is refused (403)."""
+    data = await reads.read_bytes(live, path, offset, length, max_size=MAX_READ if length == -1 else None)
     return Response(data, media_type="application/octet-stream")
 
 
@@ -92,7 +100,8 @@ async def copy_out(live: LiveSession, path: Path) -> StreamingResponse:
 
 @router.post("/sessions/{session_id}/tasks", status_code=status.HTTP_201_CREATED)
 async def spawn(live: LiveSession, body: SpawnBody) -> SpawnResult:
-    return await live.agent.spawn(body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name)
+    """Start a background task, decided and confined as ``exec`` is."""
+    return await _spawn(live, body)
 
 
 @router.get("/sessions/{session_id}/tasks")
@@ -103,10 +112,12 @@ async def list_tasks(live: LiveSession) -> list[TaskInfo]:
 @router.get("/sessions/{session_id}/tasks/{task_id}")
 async def task_read(
     live: LiveSession, task_id: str, stdout_offset: Offset = 0, stderr_offset: Offset = 0,
-    wait: Annotated[float, Query(ge=0, le=30)] = 0.0,
+    wait: Annotated[float, Query(ge=0, le=30)] = 0.0, max_bytes: Annotated[int, Query(ge=1, le=CHUNK)] = 1024 * 1024,
 ) -> TaskOutput:
     """Output from the given byte offsets on (nothing lost or repeated); ``wait`` long-polls."""
-    return await live.agent.task_read(task_id, stdout_offset=stdout_offset, stderr_offset=stderr_offset, wait=wait)
+    return await live.agent.task_read(
+        task_id, stdout_offset=stdout_offset, stderr_offset=stderr_offset, max_bytes=max_bytes, wait=wait
+    )
 
 
 @router.delete("/sessions/{session_id}/tasks/{task_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -133,8 +144,22 @@ async def exec_stream(live: LiveSession, body: SpawnBody) -> StreamingResponse:
     """Start the command as a task and stream its output as Server-Sent Events: first a
     ``task`` event naming it, then output, then ``exit``. The task outlives a dropped
     connection (until its timeout): resume with ``GET .../tasks/{task_id}/stream``."""
-    task = await live.agent.spawn(body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name)
+    task = await _spawn(live, body)
     return _sse(sse_task_events(live.agent, task.task_id, 0, 0, announce=True))
+
+
+async def _decided(live: Live, command: str | list[str], cwd: str | None, env: dict[str, str]) -> SandboxClient:
+    """The client that runs a tenant's command: the policy's decision on it as on the bash
+    tool's command line (an argv, quoted, is the command line bash would run it by)."""
+    text = command if isinstance(command, str) else shlex.join(command)
+    return await live.session.command_client("bash", text, cwd=cwd, env=env)
+
+
+async def _spawn(live: Live, body: SpawnBody) -> SpawnResult:
+    runner = await _decided(live, body.command, body.cwd, body.env)
+    return await runner.spawn(
+        body.command, cwd=body.cwd, env=body.env, timeout=body.timeout, name=body.name, stdin=body.stdin
+    )
 
 
 async def _primed(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

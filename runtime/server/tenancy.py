@@ -62,13 +62,15 @@ class NotAllowed(Exception):
 class Live:
     session: Session
     info: SessionInfo
-    # Primitives run as the agent user with its normal rights, like an approved command.
+    # File primitives run as the agent user beneath the session's workspace roots (the daemon
+    # refuses paths that resolve elsewhere); commands are decided by the policy (routes_commands).
     agent: SandboxClient = field(init=False)
 
     def __post_init__(self) -> None:
         cfg = self.session.config
         self.agent = self.session.confined(Confinement(
-            user=cfg.agent_user, level="dangerous", network=cfg.network, egress_port=cfg.egress_port
+            user=cfg.agent_user, roots=tuple(self.session.policy.workspace_roots), level="dangerous",
+            network=cfg.network, egress_port=cfg.egress_port,
         ))
 
 

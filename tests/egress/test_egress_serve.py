@@ -14,7 +14,7 @@ import pytest
 from caisson.docker.images import build_image
 from caisson.remote import RemoteError, RemoteRuntime
 from caisson.server.settings import ServeSettings
-from tests.server.harness import Api, ServerThread
+from tests.server.harness import Api, ServerThread, approving
 
 from .servers import NAMES, Origin
 
@@ -53,9 +53,12 @@ def test_egress_within_the_tenant_quota_and_counted_per_tenant(served: Api, orig
         assert made.status_code == 201, made.text
         sid = made.json()["id"]
         fetch = "python3 -c \"import urllib.request as u; print(u.urlopen('http://%s/hello', timeout=20).read())\""
-        ok = c.post(f"/sessions/{sid}/exec", json={"command": fetch % allowed}).json()
+        # python3 is dangerous to the policy: the tenant's approver lets the command run (only:
+        # a connection beyond the session's egress entries is still refused).
+        with approving(tenant, tools=("bash",)):
+            ok = c.post(f"/sessions/{sid}/exec", json={"command": fetch % allowed}).json()
+            refused = c.post(f"/sessions/{sid}/exec", json={"command": fetch % f"other.test:{h}"}).json()
         assert ok["exit_code"] == 0 and "hello from origin.test" in ok["stdout"], ok
-        refused = c.post(f"/sessions/{sid}/exec", json={"command": fetch % f"other.test:{h}"}).json()
         assert refused["exit_code"] != 0 and "403" in refused["stderr"], refused
         deadline = time.monotonic() + 30
         with served.admin as admin:
@@ -79,7 +82,8 @@ async def test_remote_runtime_opens_sessions_with_egress(served: Api, origin: Or
     async with RemoteRuntime(served.url, tenant.token) as rt:
         session = await rt.open_session(egress=[allowed])
         try:
-            ran = await session.exec(f"python3 -c \"import urllib.request as u; print(u.urlopen('http://{allowed}/hello').read())\"")
+            with approving(tenant, tools=("bash",)):
+                ran = await session.exec(f"python3 -c \"import urllib.request as u; print(u.urlopen('http://{allowed}/hello').read())\"")
             assert ran.exit_code == 0 and "hello from origin.test" in ran.stdout, ran
         finally:
             await session.close()

@@ -8,6 +8,8 @@ import io
 import secrets
 import tarfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,34 @@ def make_tenant(url: str, admin_token: str, name: str, label: str, quotas: dict[
         key = admin.post(f"/tenants/{made.json()['id']}/keys", json={"label": label})
         assert key.status_code == 201, key.text
     return TenantKey(made.json()["id"], key.json()["token"], key.json()["id"], url)
+
+
+@contextmanager
+def approving(
+    key: TenantKey, decision: str = "allow_once", tools: tuple[str, ...] | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """The tenant's approver while inside (a thread, for sync and async tests alike): every
+    pending approval answered with ``decision`` (only those of ``tools``, if given; the others
+    denied); yields the approvals answered so far."""
+    answered: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def answer() -> None:
+        with key.client() as c:
+            while not stop.wait(0.2):
+                for pending in c.get("/v1/approvals").json():
+                    answer = decision if tools is None or pending["tool"] in tools else "deny"
+                    r = c.post(f"/v1/approvals/{pending['id']}", json={"decision": answer})
+                    if r.status_code == 200:
+                        answered.append(r.json())
+
+    thread = threading.Thread(target=answer, name="approver", daemon=True)
+    thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        thread.join(60)
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:

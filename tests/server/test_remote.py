@@ -89,3 +89,24 @@ async def test_remote_errors_are_the_librarys(sqlite_api: Api) -> None:
         with pytest.raises(RemoteError) as bad:
             await rt.open_session()
         assert bad.value.status == 401
+
+
+async def test_the_remote_client_speaks_v1_and_attaches(sqlite_api: Api) -> None:
+    """Every request RemoteRuntime sends is on the /v1 paths (the server's request log shows
+    them), and ``attach`` takes up a session by its id with its files and tasks."""
+    t = sqlite_api.tenant("remote-v1")
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt:
+        s = await rt.open_session()
+        await s.write_file("/workspace/kept.txt", "kept\n")
+        task = await s.spawn("echo from the first client")
+        await s.task_wait(task.task_id, timeout=30)
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt:
+        again = await rt.attach(s.id)
+        assert await again.read_file("/workspace/kept.txt") == b"kept\n"
+        assert (await again.task_read(task.task_id)).stdout == "from the first client\n"
+        assert (await again.stat("/workspace/kept.txt")).size == 5
+        await again.close()
+    with t.client() as c:
+        paths = [r["path"] for r in c.get("/v1/audit/requests", params={"limit": 1000}).json()]
+    print(f"{len(paths)} requests of the remote client: {sorted(set(p.split('/')[-1] for p in paths))}")
+    assert len(paths) >= 10 and all(p.startswith("/v1/") for p in paths), paths

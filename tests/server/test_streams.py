@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.server.harness import Api
+from tests.server.harness import Api, approving
 from tests.server.test_api import open_session
 
 # 40 numbered lines on stdout, every fifth also on stderr, spread over about 2 s.
@@ -34,7 +34,8 @@ def test_exec_stream_resumes_without_loss_or_repeat(sqlite_api: Api) -> None:
     out, err = "", ""
     with t.client() as c:
         sid = open_session(c)
-        with c.stream("POST", f"/sessions/{sid}/exec-stream", json={"command": COMMAND}) as r:
+        # Arithmetic on variables is dangerous to the policy: the tenant's approver lets it run.
+        with approving(t), c.stream("POST", f"/sessions/{sid}/exec-stream", json={"command": COMMAND}) as r:
             assert r.headers["content-type"].startswith("text/event-stream")
             stream = events(r)
             task_id = next(stream)["data"]["task_id"]
@@ -82,7 +83,7 @@ def test_metrics_count_sessions_calls_and_latency(sqlite_api: Api) -> None:
     with t.client() as c:
         sid = open_session(c)
         for _ in range(3):
-            c.post(f"/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": "2 ** 8"}})
+            c.post(f"/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": "2 ^ 8"}})  # mathjs syntax
         c.post(f"/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "rm -rf /"}})
         text = httpx.get(f"{sqlite_api.url}/metrics").text
         assert f'caisson_sessions{{tenant="{t.tenant_id}"}} 1.0' in text

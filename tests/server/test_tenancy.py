@@ -42,6 +42,18 @@ def test_other_tenants_ids_answer_404(api: Api) -> None:
             ("DELETE", f"/sessions/{sid}/tasks/{task}", {}),
             # A's task id through B's own session: task ids name nothing outside their session.
             ("GET", f"/sessions/{own}/tasks/{task}", {}),
+            ("GET", f"/v1/sessions/{sid}/stat", {"params": {"path": "/workspace"}}),
+            ("GET", f"/v1/sessions/{sid}/range", {"params": {"path": "/etc/hostname"}}),
+            ("GET", f"/v1/sessions/{sid}/dir", {"params": {"path": "/workspace"}}),
+            ("GET", f"/v1/sessions/{sid}/walk", {"params": {"path": "/workspace"}}),
+            ("POST", f"/v1/sessions/{sid}/mkdir", {"json": {"path": "/workspace/pwned"}}),
+            ("DELETE", f"/v1/sessions/{sid}/files", {"params": {"path": "/workspace/pwned", "missing_ok": True}}),
+            ("POST", f"/v1/sessions/{sid}/rename", {"json": {"src": "/workspace", "dst": "/tmp/moved"}}),
+            ("GET", f"/v1/sessions/{sid}/diff", {}),
+            ("GET", f"/v1/sessions/{sid}/ping", {}),
+            ("POST", f"/v1/sessions/{sid}/tasks/{task}/stdin", {"content": b"pwned"}),
+            ("POST", f"/v1/sessions/{sid}/tasks/{task}/wait", {"params": {"timeout": 0}}),
+            ("POST", f"/v1/sessions/{sid}/tasks/{task}/signal", {"json": {"signal": "KILL"}}),
             ("POST", "/sessions", {"json": {"from_snapshot": snap}}),
             ("GET", f"/approvals/{approval}", {}),
             ("POST", f"/approvals/{approval}", {"json": {"decision": "allow_session"}}),
@@ -49,6 +61,10 @@ def test_other_tenants_ids_answer_404(api: Api) -> None:
             ("GET", "/audit", {"params": {"session_id": sid}}),
         ]
         answers = {f"{m} {p}": cb.request(m, p, **kw).status_code for m, p, kw in attempts}
+        # Signalling A's task id through B's own session reaches nothing either (not noted: B's session).
+        answers[f"POST /v1/sessions/{own}/tasks/{task}/signal"] = cb.post(
+            f"/v1/sessions/{own}/tasks/{task}/signal", json={"signal": "KILL"}
+        ).status_code
         wrong = {k: v for k, v in answers.items() if v != 404}
         print(f"cross-tenant attempts: {len(answers)}, answered other than 404: {len(wrong)} {wrong}")
         assert wrong == {}
@@ -59,6 +75,8 @@ def test_other_tenants_ids_answer_404(api: Api) -> None:
         assert ca.get(f"/approvals/{approval}").json()["state"] == "pending"
         assert ca.get(f"/audit/calls/{call_id}").json()["tool"] == "calculate"
         assert ca.get(f"/sessions/{sid}/files", params={"path": "p"}).status_code == 404
+        assert ca.get(f"/v1/sessions/{sid}/stat", params={"path": "/workspace"}).json()["type"] == "dir"
+        assert ca.get(f"/v1/sessions/{sid}/stat", params={"path": "/workspace/pwned"}).json()["exists"] is False
         assert {s["id"] for s in cb.get("/sessions").json()} == {own}
         assert cb.get("/snapshots").json() == [] and cb.get("/approvals").json() == []
         assert all(e["tenant"] == b.tenant_id for e in cb.get("/audit").json()["items"])
