@@ -136,7 +136,11 @@ def test_nothing_outside_the_client_sends_raw_requests() -> None:
         if "_sandbox" in path.parts or path.parent.name == "client":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "op":
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            called = node.func
+            on_channel = called.attr == "call" and isinstance(called.value, ast.Attribute) and called.value.attr == "channel"
+            if called.attr == "op" or on_channel:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
 
