@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 from caisson.audit import AuditEvent, AuditLog
-from caisson.client.models import Confinement, StatResult
+from caisson.client.models import Confinement
 from caisson.client.primitives import SandboxClient
 from caisson.errors import CaissonError, OpError
 from caisson.logs import get_logger
@@ -245,7 +245,7 @@ class Dispatcher:
         try:
             # ``nearest``: a new file's real path is its deepest existing ancestor's, so a new
             # file under a symlinked directory is caught.
-            result, head = await self._agent.op("stat", {"path": lexical, "nearest": True, "read": prefetch})
+            st = await self._agent.stat(lexical, nearest=True, read=prefetch)
         except OpError:
             if lexical == "/":
                 return ResolvedPath(requested=lexical, resolved=lexical), None
@@ -253,14 +253,12 @@ class Dispatcher:
             parent, name = posixpath.split(lexical)
             above, _ = await self._resolve(parent)
             return ResolvedPath(requested=lexical, resolved=posixpath.join(above.resolved, name)), None
-        st = StatResult.model_validate(result)
         if st.exists and st.realpath:
             links = st.nlink if st.type == "file" else 1
-            read = "read_eof" in result
-            probe = Probe(st, head if read else None, read and result["read_eof"] is True)
+            read = st.read_eof is not None
+            probe = Probe(st, st.head if read else None, st.read_eof is True)
             return ResolvedPath(requested=lexical, resolved=st.realpath, links=links), probe
-        nearest = result.get("nearest")
-        real = posixpath.normpath(nearest) if isinstance(nearest, str) else lexical
+        real = posixpath.normpath(st.nearest) if st.nearest is not None else lexical
         return ResolvedPath(requested=lexical, resolved=real), Probe(st)
 
     async def command_client(self, tool: str, command: str, *, cwd: str | None, env: dict[str, str]) -> SandboxClient:

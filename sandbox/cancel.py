@@ -9,7 +9,7 @@ import signal
 import threading
 from typing import Any, Callable, Dict, List
 
-from .errors import Reply, get
+from .errors import Reply
 from .process import Proc
 from .proctable import table
 
@@ -45,7 +45,7 @@ def track(proc: Proc) -> None:
 
 
 def op_cancel(args: Dict[str, Any], blob: bytes) -> Reply:
-    req_id = get(args, "request", int)
+    req_id = args["request"]
     with _lock:
         procs = list(_running.get(req_id, []))
         if req_id in _running:

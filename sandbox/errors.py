@@ -1,4 +1,5 @@
-"""Errors returned to the host, and checked access to request arguments.
+"""Errors returned to the host, and a checked read of one request argument (``get``, for
+the command parser; ``opspec`` checks every request against its op's declaration first).
 
 A handler raises ``DaemonError(code, message)``; the server turns it into
 ``{"ok": false, "error": {"code", "message"}}``. ``OSError`` is mapped by errno.
@@ -94,21 +95,6 @@ def get(args: Dict[str, Any], name: str, kind: type, default: Any = REQUIRED) ->
     elif isinstance(value, kind):
         return value
     raise DaemonError("bad_request", "argument %r must be %s" % (name, _KIND_NAMES.get(kind, kind.__name__)))
-
-
-def get_nonneg(args: Dict[str, Any], name: str, default: Any = REQUIRED, limit: int = 1 << 62) -> int:
-    value = get(args, name, int, default)
-    if value is not None and not 0 <= value <= limit:
-        raise DaemonError("bad_request", "argument %r must be between 0 and %d" % (name, limit))
-    return value  # type: ignore[no-any-return]
-
-
-def get_seconds(args: Dict[str, Any], name: str) -> Any:
-    """An optional duration in seconds: null/absent = none, else a finite number >= 0."""
-    value = get(args, name, float, None)
-    if value is not None and not 0 <= value < 1e9:
-        raise DaemonError("bad_request", "argument %r must be a duration in seconds" % name)
-    return value
 
 
 Reply = Tuple[Dict[str, Any], bytes]

@@ -5,14 +5,14 @@ import os
 import stat
 from typing import Any, Dict, Optional, Tuple
 
-from .errors import DaemonError, get
+from .errors import DaemonError
 from .users import resolve_user
 
 CHUNK = 1024 * 1024
 
 
 def abspath(args: Dict[str, Any], name: str = "path") -> str:
-    path = get(args, name, str)
+    path = args[name]  # a string: the op's declaration says so (opspec)
     if not path.startswith("/"):
         raise DaemonError("bad_request", "%s must be an absolute path, got %r" % (name, path))
     if "\0" in path:

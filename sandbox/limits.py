@@ -6,3 +6,5 @@ from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER
 MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
 # Budget for the JSON of a listing in a reply header (the rest of the header is small).
 MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
+# Most output a background task may keep per stream.
+MAX_OUTPUT_MAX = 1024 * 1024 * 1024

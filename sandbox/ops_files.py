@@ -12,7 +12,7 @@ import os
 import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
+from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import CHUNK, abspath, file_type, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
@@ -37,11 +37,11 @@ def _open_or_none(res: Resolver, path: str, flags: int) -> Optional[int]:
 
 def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
-    follow = get(args, "follow", bool, True)
+    follow = args["follow"]
     # Extensions that save a caller's next round trip: the head of a regular file, and
     # where a missing path would be created.
-    head = get_nonneg(args, "read", 0, limit=MAX_BLOB)
-    nearest = get(args, "nearest", bool, False)
+    head = args["read"]
+    nearest = args["nearest"]
     data = b""
     with fs_access(args) as res:
         fd = _open_or_none(res, path, O_PATH | os.O_NOFOLLOW)
@@ -136,16 +136,14 @@ def _meta(st: os.stat_result, target: Optional[str]) -> Dict[str, Any]:
 
 def op_read(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
-    offset = get_nonneg(args, "offset", 0)
-    length = get(args, "length", int, -1)
-    if length < -1:
-        raise DaemonError("bad_request", "length must be -1 (all) or >= 0")
-    max_bytes = get_nonneg(args, "max_bytes", None)
-    want_hash = get(args, "hash", bool, False)
+    offset = args["offset"]
+    length = args["length"]
+    max_bytes = args["max_bytes"]
+    want_hash = args["hash"]
     limit = MAX_BLOB if max_bytes is None else min(max_bytes, MAX_BLOB)
     # The caller's cap on the whole file (not this range): a larger file is refused unread.
-    max_size = get_nonneg(args, "max_size", None)
-    plain = get(args, "plain", bool, False)
+    max_size = args["max_size"]
+    plain = args["plain"]
     with fs_access(args) as res:
         # O_NONBLOCK so that opening a FIFO cannot hang the worker.
         fd = _open_plain(res, path) if plain else res.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -264,11 +262,11 @@ _TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
 def op_walk(args: Dict[str, Any], blob: bytes) -> Reply:
     root = abspath(args)
-    include_hidden = get(args, "include_hidden", bool, False)
-    max_entries = get_nonneg(args, "max_entries", 200000)
-    ignore_files = get(args, "ignore_files", list, [".gitignore"])
+    include_hidden = args["include_hidden"]
+    max_entries = args["max_entries"]
+    ignore_files = args["ignore_files"]
     # Extension: each entry's permission bits, and a symbolic link's target (for copy_out).
-    detail = get(args, "detail", bool, False)
+    detail = args["detail"]
     if not all(isinstance(name, str) and name and "/" not in name for name in ignore_files):
         raise DaemonError("bad_request", "ignore_files must be a list of file names")
     wanted = frozenset(ignore_files)
@@ -405,12 +403,12 @@ def make_dir(
 
 def op_mkdir(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
-    parents = get(args, "parents", bool, True)
-    exist_ok = get(args, "exist_ok", bool, True)
-    mode = get_nonneg(args, "mode", 0o755, limit=0o7777)
+    parents = args["parents"]
+    exist_ok = args["exist_ok"]
+    mode = args["mode"]
     owner = owner_ids(args)
     # Plain: the path as given is the directory, no symbolic link on the way (see ops_write).
-    plain = get(args, "plain", bool, False)
+    plain = args["plain"]
     with fs_access(args) as res:
         if plain:
             created = make_dir(res, path, mode, owner, parents, plain=True)
@@ -460,8 +458,8 @@ def _rmtree_at(dirfd: int, name: str) -> None:
 
 def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
-    recursive = get(args, "recursive", bool, False)
-    missing_ok = get(args, "missing_ok", bool, False)
+    recursive = args["recursive"]
+    missing_ok = args["missing_ok"]
     with fs_access(args) as res:
         try:
             dirfd, name = res.parent(path, follow=False)
@@ -497,7 +495,7 @@ def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
 def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
     src = abspath(args, "src")
     dst = abspath(args, "dst")
-    overwrite = get(args, "overwrite", bool, True)
+    overwrite = args["overwrite"]
     with fs_access(args) as res:
         src_dir, src_name = res.parent(src, follow=False)
         try:

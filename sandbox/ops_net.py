@@ -18,7 +18,7 @@ import socket
 import threading
 from typing import Any, Callable, Deque, Dict, Optional
 
-from .errors import DaemonError, Reply, get
+from .errors import DaemonError, Reply
 
 # Connections accepted but not yet taken by the host; beyond it new ones are closed at once.
 MAX_PENDING = 128
@@ -40,7 +40,7 @@ _ids = itertools.count(1)
 
 
 def _wait(args: Dict[str, Any]) -> float:
-    return min(max(get(args, "wait", float, 10.0), 0.0), MAX_WAIT)
+    return min(args["wait"], MAX_WAIT)
 
 
 def _accept_forever(listener: socket.socket) -> None:
@@ -62,9 +62,7 @@ def _accept_forever(listener: socket.socket) -> None:
 def op_net_listen(args: Dict[str, Any], blob: bytes) -> Reply:
     """Listen on 127.0.0.1:``port`` (once; a second call answers where it listens)."""
     global _listener
-    port = get(args, "port", int)
-    if not 0 < port < 65536:
-        raise DaemonError("bad_request", "port must be 1-65535")
+    port = args["port"]
     with _lock:
         if _listener is not None:
             return {"port": _listener.getsockname()[1]}, b""
@@ -86,7 +84,7 @@ def op_net_accept(args: Dict[str, Any], blob: bytes) -> Reply:
 
 
 def _conn(args: Dict[str, Any]) -> socket.socket:
-    conn_id = get(args, "conn", int)
+    conn_id = args["conn"]
     with _lock:
         sock = _open.get(conn_id)
     if sock is None:
@@ -98,7 +96,7 @@ def op_net_read(args: Dict[str, Any], blob: bytes) -> Reply:
     """Up to ``max`` bytes the program sent; ``eof`` once it shut its side, ``idle`` when
     nothing came within ``wait`` seconds."""
     sock = _conn(args)
-    size = min(max(get(args, "max", int, MAX_READ), 1), MAX_READ)
+    size = min(args["max"], MAX_READ)
     try:
         ready, _, _ = select.select([sock], [], [], _wait(args))
         if not ready:
@@ -122,10 +120,8 @@ def op_net_write(args: Dict[str, Any], blob: bytes) -> Reply:
 
 def op_net_close(args: Dict[str, Any], blob: bytes) -> Reply:
     """``how`` "write": tell the program the far end is done sending; "both": forget it."""
-    how = get(args, "how", str, "both")
-    if how not in ("write", "both"):
-        raise DaemonError("bad_request", "how must be 'write' or 'both'")
-    conn_id = get(args, "conn", int)
+    how = args["how"]
+    conn_id = args["conn"]
     with _lock:
         sock = _open.get(conn_id) if how == "write" else _open.pop(conn_id, None)
     if sock is not None:

@@ -8,24 +8,20 @@ import time
 from typing import Any, Callable, Dict
 
 from . import cancel
-from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
+from .errors import DaemonError, Reply
 from .limits import MAX_BLOB
 from .process import Proc
 from .proctable import table
 from .spawn import parse_spec
 from .streams import Stream
 
-DEFAULT_EXEC_CAP = 1024 * 1024
-DEFAULT_OUTPUT_MAX = 8 * 1024 * 1024
-MAX_OUTPUT_MAX = 1024 * 1024 * 1024
 
 def op_exec(args: Dict[str, Any], blob: bytes) -> Reply:
     spec = parse_spec(args)
-    out_max = get_nonneg(args, "stdout_max", DEFAULT_EXEC_CAP, limit=MAX_BLOB)
-    err_max = get_nonneg(args, "stderr_max", DEFAULT_EXEC_CAP, limit=MAX_BLOB)
+    out_max, err_max = args["stdout_max"], args["stderr_max"]
     if out_max + err_max > MAX_BLOB:
         raise DaemonError("bad_request", "stdout_max + stderr_max exceeds %d" % MAX_BLOB)
-    timeout = get_seconds(args, "timeout")
+    timeout = args["timeout"]
     proc = Proc(spec, Stream(out_max, ring=False), Stream(err_max, ring=False))
     table().start(proc, stdin_pipe=bool(blob), timeout=timeout)
     cancel.track(proc)
@@ -53,16 +49,13 @@ def op_exec(args: Dict[str, Any], blob: bytes) -> Reply:
 
 def op_spawn(args: Dict[str, Any], blob: bytes) -> Reply:
     spec = parse_spec(args)
-    timeout = get_seconds(args, "timeout")
-    output_max = get_nonneg(args, "output_max", DEFAULT_OUTPUT_MAX, limit=MAX_OUTPUT_MAX)
-    name = get(args, "name", str, None)
-    keep_stdin = get(args, "stdin", bool, True)  # extension: false = stdin at EOF from the start
+    timeout = args["timeout"]
+    output_max = args["output_max"]
+    name = args["name"]
+    keep_stdin = args["stdin"]  # extension: false = stdin at EOF from the start
     # "tail" (a task's newest output, for a reader that follows it) or "head" (the first
     # output_max bytes, as exec keeps them: the host runs exec this way when it moves in chunks).
-    keep = get(args, "keep", str, "tail")
-    if keep not in ("head", "tail"):
-        raise DaemonError("bad_request", "keep must be head or tail")
-    ring = keep == "tail"
+    ring = args["keep"] == "tail"
     proc = Proc(spec, Stream(output_max, ring=ring), Stream(output_max, ring=ring), name)
     tbl = table()
     tbl.start(proc, stdin_pipe=keep_stdin or bool(blob), timeout=timeout)
@@ -77,7 +70,7 @@ def op_spawn(args: Dict[str, Any], blob: bytes) -> Reply:
 
 
 def _offset(args: Dict[str, Any], name: str, stream: Stream) -> int:
-    offset = get_nonneg(args, name, 0)
+    offset = args[name]
     if offset > stream.total:
         raise DaemonError("bad_request", "%s %d is past the end of the output (%d)" % (name, offset, stream.total))
     return max(offset, stream.start)  # bytes before start were dropped
@@ -94,8 +87,8 @@ def _offsets(proc: Proc) -> Dict[str, Any]:
 
 def op_task_read(args: Dict[str, Any], blob: bytes) -> Reply:
     proc = table().task(args)
-    max_bytes = get_nonneg(args, "max_bytes", 1024 * 1024, limit=MAX_BLOB)
-    wait = get_seconds(args, "wait") or 0.0
+    max_bytes = args["max_bytes"]
+    wait = args["wait"]
     out, err = proc.out, proc.err
     with proc.cond:
         pos_out = _offset(args, "stdout_offset", out)
@@ -137,7 +130,7 @@ def op_task_read(args: Dict[str, Any], blob: bytes) -> Reply:
 
 def op_task_wait(args: Dict[str, Any], blob: bytes) -> Reply:
     proc = table().task(args)
-    timeout = get_seconds(args, "timeout")
+    timeout = args["timeout"]
     with proc.cond:
         if timeout is None:
             while not proc.finished:
@@ -156,7 +149,7 @@ def op_task_wait(args: Dict[str, Any], blob: bytes) -> Reply:
 
 def op_task_write(args: Dict[str, Any], blob: bytes) -> Reply:
     proc = table().task(args)
-    close = get(args, "close", bool, False)
+    close = args["close"]
     return {"written": proc.write_stdin(blob, close)}, b""
 
 
@@ -183,8 +176,8 @@ def parse_signal(value: Any) -> int:
 def op_task_signal(args: Dict[str, Any], blob: bytes) -> Reply:
     tbl = table()
     proc = tbl.task(args)
-    sig = parse_signal(args.get("signal", "KILL"))
-    tree = get(args, "tree", bool, True)
+    sig = parse_signal(args["signal"])
+    tree = args["tree"]
     return {"signalled": tbl.signal(proc, sig, tree) > 0}, b""
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from .errors import DaemonError, NotPlain, Reply, get, get_nonneg
+from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import abspath, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
@@ -276,16 +276,16 @@ def _put_in_place(staging: _Staging, replacing: bool) -> None:
 
 def op_write(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
-    mode = get_nonneg(args, "mode", 0o644, limit=0o7777)
-    parents = get(args, "parents", bool, True)
-    expected = get(args, "expected_sha256", str, None)
+    mode = args["mode"]
+    parents = args["parents"]
+    expected = args["expected_sha256"]
     if expected is not None and expected != "" and (len(expected) != 64 or not _HEX.issuperset(expected)):
         raise DaemonError("bad_request", "expected_sha256 must be null, \"\" or 64 lowercase hex digits")
-    upload = get(args, "upload", str, None)
-    final = get(args, "final", bool, upload is None)
+    upload = args["upload"]
+    final = upload is None if args["final"] is None else args["final"]
     owner = owner_ids(args)
-    plain = get(args, "plain", bool, False)
-    keep_old = get(args, "keep_old", int, -1)
+    plain = args["plain"]
+    keep_old = args["keep_old"]
     with fs_access(args) as res:
         if upload is None:
             staging = _Staging(path, plain)

@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, Optional
 
 from . import memwatch, views
-from .errors import DaemonError, get
+from .errors import DaemonError
 from .ioloop import IOLoop
 from .landlock import ruleset_for
 from .process import Proc
@@ -193,7 +193,7 @@ class ProcessTable:
         return task_id
 
     def task(self, args: Dict[str, Any]) -> Proc:
-        task_id = get(args, "task_id", str)
+        task_id = args["task_id"]
         proc = self.tasks.get(task_id)
         if proc is None:
             raise DaemonError("no_such_task", "no such task: %s" % task_id)

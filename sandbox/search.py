@@ -11,14 +11,9 @@ Both engines give the same results for the same query:
 * Multiline mode: ``.`` matches newlines, and matches on touching lines form one result.
 * Results are sorted by path, then line; ``max_per_file`` and ``max_total`` cap them.
 
-args: ``root``, ``pattern``, ``as_user``, ``roots`` (as for every fs op; with ``roots`` an explicit
-file list is searched by the Python engine), ``engine`` ("rg" / "python" / "auto"), ``mode`` ("content" /
-"files" / "count"), ``fixed_strings``, ``ignore_case``, ``multiline``, ``paths_in_blob``,
-and for ripgrep's own walk: ``globs`` (override globs, later wins, ``!`` excludes),
-``type_globs`` (a file type as name globs), ``hidden``, ``no_ignore``. Limits:
-``max_per_file``, ``max_total``, ``max_line_chars``, ``before``, ``after``, ``timeout``.
-
-result: ``engine``, ``truncated``, ``timed_out``, and by mode:
+The arguments of ``grep`` and ``find`` are declared in ``opspec`` (with ``roots`` an explicit
+file list is searched by the Python engine). The result: ``engine``, ``truncated``,
+``timed_out``, and by mode:
 
 * content: ``files`` [{``path``, ``count``, ``truncated``, ``nlink``, ``matches``: [{``line``,
   ``end_line``, ``column``, ``lines``, ``before``, ``after``}]}];
@@ -40,7 +35,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from . import cancel
-from .errors import DaemonError, Reply, get, get_nonneg, get_seconds
+from .errors import DaemonError, Reply
 from .fsaccess import fs_access, request_user
 from .fscommon import abspath
 from .pathres import Resolver
@@ -57,7 +52,6 @@ MAX_REPLY_TEXT = 16 * 1024 * 1024
 # Files up to this size are read whole by the Python engine; larger ones are streamed.
 WHOLE_READ = 32 * 1024 * 1024
 _READ = 1024 * 1024
-MODES = ("content", "files", "count")
 # Flags that make ripgrep honour exactly the rules the host applies for the Python engine.
 _RG_BASE = [
     "--no-config",
@@ -87,10 +81,10 @@ class _Walk:
     """Which files ripgrep's walk takes: ``hidden``, ``no_ignore``, ``globs``, ``type_globs``."""
 
     def __init__(self, args: Dict[str, Any]) -> None:
-        self.hidden = get(args, "hidden", bool, False)
+        self.hidden = args["hidden"]
         self.type_globs = _strings(args, "type_globs")
         globs = _strings(args, "globs")
-        self.argv = (["--hidden"] if self.hidden else []) + (["--no-ignore"] if get(args, "no_ignore", bool, False) else [])
+        self.argv = (["--hidden"] if self.hidden else []) + (["--no-ignore"] if args["no_ignore"] else [])
         # Names dropped from the results here rather than by ripgrep (see _HIDDEN_NAME): only
         # while no glob and no option lets hidden entries in.
         self.pruned: List[str] = []
@@ -129,22 +123,19 @@ class _Query:
         self.root_fd = -1  # the root, opened as the request allows (see open_root)
         self.res: Optional[Resolver] = None
         self.user: Optional[UserInfo] = request_user(args)
-        self.pattern = get(args, "pattern", str)
-        self.engine = get(args, "engine", str, "auto")
-        self.mode = get(args, "mode", str, "content")
-        if self.mode not in MODES or self.engine not in ("rg", "python", "auto"):
-            raise DaemonError("bad_request", "mode must be one of %s; engine rg, python or auto" % ", ".join(MODES))
-        self.fixed = get(args, "fixed_strings", bool, False)
-        self.ignore_case = get(args, "ignore_case", bool, False)
-        self.multiline = get(args, "multiline", bool, False)
+        self.pattern = args["pattern"]
+        self.engine = args["engine"]
+        self.mode = args["mode"]
+        self.fixed = args["fixed_strings"]
+        self.ignore_case = args["ignore_case"]
+        self.multiline = args["multiline"]
         self.walk = _Walk(args)
-        self.max_total = max(1, get_nonneg(args, "max_total", 1000))
-        per_file = get_nonneg(args, "max_per_file", None)
-        self.per_file = min(per_file or self.max_total, self.max_total)
-        self.max_line_chars = max(1, get_nonneg(args, "max_line_chars", 2000))
-        self.before = get_nonneg(args, "before", 0, limit=10000)
-        self.after = get_nonneg(args, "after", 0, limit=10000)
-        self.timeout = get_seconds(args, "timeout")
+        self.max_total = max(1, args["max_total"])
+        self.per_file = min(args["max_per_file"] or self.max_total, self.max_total)
+        self.max_line_chars = max(1, args["max_line_chars"])
+        self.before = args["before"]
+        self.after = args["after"]
+        self.timeout = args["timeout"]
         flags = re.MULTILINE | (re.IGNORECASE if self.ignore_case else 0) | (re.DOTALL if self.multiline else 0)
         try:
             self.regex = re.compile(re.escape(self.pattern) if self.fixed else self.pattern, flags)
@@ -169,7 +160,7 @@ def _open_file(q: _Query, rel: str) -> int:
 
 
 def _strings(args: Dict[str, Any], name: str) -> List[str]:
-    values = get(args, name, list, [])
+    values = args[name]
     if not all(isinstance(v, str) and v and "\0" not in v for v in values):
         raise DaemonError("bad_request", "%s must be a list of non-empty strings" % name)
     return values  # type: ignore[no-any-return]
@@ -640,10 +631,11 @@ def _isolated(args: Dict[str, Any], blob: bytes, timeout: Optional[float]) -> Re
     return reply, b""
 
 
-def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
+def op_grep(args: Dict[str, Any], blob: bytes, isolated: bool = False) -> Reply:
+    """``isolated``: this is the search's own process already (``search_child``)."""
     q = _Query(args)
     paths = None
-    if get(args, "paths_in_blob", bool, False):
+    if args["paths_in_blob"]:
         paths = [p for p in blob.decode("utf-8", "surrogateescape").split("\0") if p]
         if any(p.startswith("/") or p == ".." or p.startswith("../") or "/../" in p for p in paths):
             raise DaemonError("bad_request", "paths must be relative to root and stay below it")
@@ -651,13 +643,13 @@ def op_grep(args: Dict[str, Any], blob: bytes) -> Reply:
     engine = q.engine if q.engine != "auto" else ("rg" if rg else "python")
     if engine == "rg" and not rg:
         raise DaemonError("bad_request", "ripgrep is not installed in this image")
-    if engine == "rg" and paths is not None and args.get("roots") is not None:
+    if engine == "rg" and paths is not None and args["roots"] is not None:
         # ripgrep follows links in the paths it is given; the Python engine opens each one
         # beneath the roots (same results, by design).
         engine = "python"
     if engine == "python" and paths is None:
         raise DaemonError("bad_request", "the python engine searches the file list the host sends (paths_in_blob)")
-    if engine == "python" and not q.fixed and not get(args, "isolated", bool, False) and _may_backtrack(q.pattern):
+    if engine == "python" and not q.fixed and not isolated and _may_backtrack(q.pattern):
         return _isolated(args, blob, q.timeout)
     with fs_access(args) as res:
         q.res = res
@@ -693,12 +685,12 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
     """
     root = abspath(args, "root").rstrip("/") or "/"
     try:
-        regex = re.compile(get(args, "regex", str))
+        regex = re.compile(args["regex"])
     except re.error as exc:
         raise DaemonError("bad_request", "invalid regex: %s" % exc) from None
-    sort = get(args, "sort", str, "modified")
-    offset = get_nonneg(args, "offset", 0)
-    limit = get_nonneg(args, "limit", 1000)
+    sort = args["sort"]
+    offset = args["offset"]
+    limit = args["limit"]
     rg = shutil.which("rg")
     if rg is None:
         raise DaemonError("bad_request", "ripgrep is not installed in this image; list files with walk")
@@ -718,7 +710,7 @@ def op_find(args: Dict[str, Any], blob: bytes) -> Reply:
                 found.extend(_mtimes([p for p in names if match(p)], root_fd))
 
             _, timed_out, _ = _spawn(
-                argv + ["--", "."], root_fd, request_user(args), get_seconds(args, "timeout"), b"\0", take
+                argv + ["--", "."], root_fd, request_user(args), args["timeout"], b"\0", take
             )
         finally:
             os.close(root_fd)

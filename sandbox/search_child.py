@@ -4,7 +4,7 @@ Python's ``re`` keeps the interpreter lock for a whole match, so a pattern that 
 catastrophically (``(a+)+$``) would stall every thread of the daemon. Searches whose pattern
 may do that run here instead, where the search's timeout kills the process.
 
-stdin: one line of JSON (the grep op's arguments), then the blob; stdout: the reply as JSON,
+stdin: one line of JSON (the grep op's arguments, as its declaration fills them in), then the blob; stdout: the reply as JSON,
 or ``{"error": {"code", "message"}}``.
 """
 
@@ -12,6 +12,7 @@ import json
 import sys
 
 from .errors import DaemonError
+from .opspec import parse
 from .search import op_grep
 
 
@@ -19,9 +20,7 @@ def main() -> int:
     raw = sys.stdin.buffer.read()
     line, _, blob = raw.partition(b"\n")
     try:
-        args = json.loads(line)
-        args["isolated"] = True
-        result, _ = op_grep(args, blob)
+        result, _ = op_grep(parse("grep", json.loads(line)), blob, isolated=True)
     except DaemonError as exc:
         sys.stdout.write(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
         return 3

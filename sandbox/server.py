@@ -26,6 +26,7 @@ from . import (
     ops_net,
     ops_process,
     ops_write,
+    opspec,
     proctable,
     search,
     spawn,
@@ -44,13 +45,17 @@ Handler = Callable[[Dict[str, Any], bytes], Tuple[Dict[str, Any], bytes]]
 
 
 def build_ops() -> Dict[str, Handler]:
-    """Merge the op tables of all op modules; adding an op is one line in its module."""
+    """Merge the op tables of all op modules; adding an op is one line in its module and
+    its declaration in ``opspec``."""
     ops: Dict[str, Handler] = {}
     for module in (ops_info, ops_files, ops_write, ops_process, ops_net, search, cancel):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)
             ops[name] = handler
+    if set(ops) != set(opspec.SPEC):
+        raise RuntimeError("ops without a declaration, or declared without a handler: %s"
+                           % sorted(set(ops) ^ set(opspec.SPEC)))
     return ops
 
 
@@ -288,10 +293,9 @@ class Server:
     def _handle(self, req_id: int, op: str, args: Dict[str, Any], blob: bytes) -> None:
         out = b""
         try:
-            handler = self.ops.get(op)
-            if handler is None:
-                raise DaemonError("bad_request", "unknown op %r" % op)
-            result, out = handler(args, blob)
+            # Checked against the op's declaration; the handler gets every argument, defaults filled in.
+            args = opspec.parse(op, args)
+            result, out = self.ops[op](args, blob)
             header: Dict[str, Any] = {"id": req_id, "ok": True, "result": result}
         except DaemonError as exc:
             header = _error(req_id, exc.code, exc.message)

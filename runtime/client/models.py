@@ -90,6 +90,13 @@ class _FileMeta(_Reply):
 class StatResult(_FileMeta):
     exists: bool
     realpath: str | None = None
+    # Asked for with ``read``: the head of a regular file the caller can read (None: not read),
+    # and when it is the whole file, its hash.
+    read_eof: bool | None = None
+    sha256: str | None = None
+    head: bytes = b""
+    # Asked for with ``nearest``, for a missing path: the real path a new file there would have.
+    nearest: str | None = None
 
 
 class ReadResult(_Reply):
@@ -175,6 +182,47 @@ class TaskInfo(_Reply):
     ended: float | None = None
     stdout_total: int = 0
     stderr_total: int = 0
+
+
+class GrepHit(_Reply):
+    line: int
+    end_line: int
+    column: int
+    lines: list[str]
+    before: list[tuple[int, str]]
+    after: list[tuple[int, str]]
+
+
+class GrepFile(_Reply):
+    path: str
+    count: int
+    truncated: bool
+    matches: list[GrepHit]
+    # Names of the file (hard links): another may be a secret's.
+    nlink: int = 1
+
+
+class GrepResult(_Reply):
+    engine: Literal["rg", "python"]
+    files: list[GrepFile] = []  # content mode
+    paths: list[str] = []  # files and count modes, sorted
+    counts: list[int] = []  # count mode: the matches in each of paths
+    # Those of paths with more than one name: another may be a secret's.
+    linked: list[str] = []
+    truncated: bool
+    timed_out: bool
+
+
+class FindResult(_Reply):
+    total: int
+    files: list[tuple[str, float]]  # (path relative to the root, mtime) of one page
+    timed_out: bool
+
+
+class NetRead(_Reply):
+    data: bytes
+    eof: bool  # the program shut its side, or reset
+    idle: bool  # nothing came within the wait
 
 
 class StreamEvent(BaseModel):

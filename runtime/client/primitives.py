@@ -1,8 +1,10 @@
 """The primitive client of one session's daemon: exec, read, write, list, spawn, tasks...
 
 Each method is one (or, for large files, a few) framed requests over the session's channel;
-every reply is validated before it is returned. Relative paths resolve against ``cwd``, the
-session's working directory, which the bash tool moves.
+every request is checked against its op's declaration (``caisson._sandbox.opspec``, the
+daemon's own) before it is sent, and every reply is validated before it is returned.
+Relative paths resolve against ``cwd``, the session's working directory, which the bash
+tool moves.
 
 A client made by :meth:`SandboxClient.confined` does the same work as the agent: its file ops
 open paths with the agent user's credentials beneath the roots the policy approved, and its
@@ -16,17 +18,22 @@ import contextlib
 import posixpath
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from caisson._sandbox import opspec
+from caisson._sandbox.errors import DaemonError
 from caisson.client.models import (
     Confinement,
     DaemonInfo,
     DirEntry,
     ExecResult,
+    FindResult,
+    GrepResult,
+    NetRead,
     ReadResult,
     SpawnResult,
     StatResult,
@@ -48,11 +55,8 @@ CHUNK = 8 * 1024 * 1024
 FRAME_HEADROOM = 1024 * 1024
 # Extra time the daemon gets past a command's own timeout to kill the tree and reply.
 EXEC_GRACE = 10.0
-
-
-# Ops that open paths: a confined client sends them with the agent's credentials and roots.
-FILE_OPS = frozenset({"stat", "read", "write", "list", "walk", "mkdir", "remove", "rename", "grep", "find"})
-COMMAND_OPS = frozenset({"exec", "spawn"})
+# Extra time past a search's own timeout, for the daemon to stop it and reply.
+SEARCH_GRACE = 15.0
 
 
 def new_session_id() -> str:
@@ -124,17 +128,23 @@ class SandboxClient:
     async def op(
         self, op: str, args: dict[str, Any] | None = None, blob: bytes = b"", *, timeout: float | None = None
     ) -> tuple[dict[str, Any], bytes]:
-        """Send one primitive to the daemon; raw result dict and blob."""
+        """Send one primitive to the daemon; raw result dict and blob. A request its op's
+        declaration refuses fails here (``bad_request``, the daemon's own message), unsent."""
         if self.confinement is not None:
             args = self._confine(op, args or {})
+        try:
+            opspec.check(op, args or {})
+        except DaemonError as exc:
+            raise OpError(exc.code, exc.message) from None
         return await self.channel.call(op, args, blob, timeout=timeout or self.config.call_timeout)
 
     def _confine(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         c = self.confinement
         assert c is not None
-        if op in FILE_OPS:
+        # Ops that open paths go with the agent's credentials and roots.
+        if op in opspec.FILE_OPS:
             return {**args, "as_user": c.user, "roots": list(c.roots) if c.roots is not None else None}
-        if op in COMMAND_OPS:
+        if op in opspec.COMMAND_OPS:
             if args.get("user") not in (None, c.user):
                 raise OpError("permission_denied", f"commands of a tool run as {c.user}, not as {args['user']}")
             return {**args, "user": c.user, "confine": c.command_rules()}
@@ -221,7 +231,7 @@ class SandboxClient:
             stderr = await self._drain(task_id, "stderr", min(totals[1], err_max), totals)
         finally:
             with anyio.CancelScope(shield=True), contextlib.suppress(CaissonError):
-                await self.op("task_forget", {"task_id": task_id})
+                await self.task_forget(task_id)
         return self._model(ExecResult, "exec", {
             **{k: status.get(k) for k in ("exit_code", "signal", "timed_out")},
             "stdout": stdout.decode("utf-8", "replace"),
@@ -248,9 +258,17 @@ class SandboxClient:
             got += len(piece)
         return b"".join(parts)
 
-    async def stat(self, path: str, *, follow: bool = True) -> StatResult:
-        result, _ = await self.op("stat", {"path": self.resolve(path), "follow": follow})
-        return self._model(StatResult, "stat", result)
+    async def stat(self, path: str, *, follow: bool = True, read: int = 0, nearest: bool = False) -> StatResult:
+        """``read``: also the first ``read`` bytes of a regular file the caller can read (``head``,
+        from the very file ``realpath`` names). ``nearest``: a missing path also gives the real
+        path a new file there would have. Both save the caller's next round trip."""
+        args: dict[str, Any] = {"path": self.resolve(path), "follow": follow}
+        if read:
+            args["read"] = read
+        if nearest:
+            args["nearest"] = True
+        result, head = await self.op("stat", args)
+        return self._model(StatResult, "stat", {**result, "head": head})
 
     async def read_range(
         self,
@@ -453,9 +471,119 @@ class SandboxClient:
             {"stdout": "", "stderr": "", "stdout_offset": 0, "stderr_offset": 0, **result},
         )
 
+    async def task_forget(self, task_id: str) -> bool:
+        """Drop a task and its kept output, killing it first if it still runs; whether it ran."""
+        result, _ = await self.op("task_forget", {"task_id": task_id})
+        return bool(result.get("killed"))
+
     async def task_list(self) -> list[TaskInfo]:
         result, _ = await self.op("task_list")
         return [self._model(TaskInfo, "task_list", t) for t in _as_list(result.get("tasks"), self.id, "task_list")]
+
+    # ---- searches -------------------------------------------------------------------------
+
+    async def grep(
+        self,
+        root: str,
+        pattern: str,
+        *,
+        paths: Sequence[str] | None = None,
+        engine: Literal["auto", "rg", "python"] = "auto",
+        mode: Literal["content", "files", "count"] = "content",
+        fixed_strings: bool = False,
+        ignore_case: bool = False,
+        multiline: bool = False,
+        globs: Sequence[str] = (),
+        type_globs: Sequence[str] = (),
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_total: int = 1000,
+        max_per_file: int | None = None,
+        max_line_chars: int = 2000,
+        before: int = 0,
+        after: int = 0,
+        timeout: float | None = None,
+    ) -> GrepResult:
+        """Search file contents below ``root`` (results' paths are relative to it): ripgrep's
+        own walk (``globs``, ``type_globs``, ``hidden``, ``no_ignore``), or the files ``paths``
+        names (relative to ``root``; the Python engine needs them). No pattern check here:
+        the search tools hold the dialect both engines share."""
+        args: dict[str, Any] = {
+            "root": self.resolve(root), "pattern": pattern, "engine": engine, "mode": mode,
+            "fixed_strings": fixed_strings, "ignore_case": ignore_case, "multiline": multiline,
+            "max_total": max_total, "max_per_file": max_per_file, "max_line_chars": max_line_chars,
+            "before": before, "after": after, "timeout": timeout,
+        }
+        blob = b""
+        if paths is not None:
+            args["paths_in_blob"] = True
+            blob = "\0".join(paths).encode("utf-8", "surrogateescape")
+        else:
+            args.update(globs=list(globs), type_globs=list(type_globs), hidden=hidden, no_ignore=no_ignore)
+        wait = (self.config.call_timeout if timeout is None else timeout) + SEARCH_GRACE
+        result, _ = await self.op("grep", args, blob, timeout=wait)
+        return self._model(GrepResult, "grep", result)
+
+    async def find(
+        self,
+        root: str,
+        regex: str,
+        *,
+        globs: Sequence[str] = (),
+        type_globs: Sequence[str] = (),
+        hidden: bool = False,
+        no_ignore: bool = False,
+        sort: Literal["modified", "path"] = "modified",
+        offset: int = 0,
+        limit: int = 1000,
+        timeout: float | None = None,
+    ) -> FindResult:
+        """Files below ``root`` whose relative path fully matches ``regex`` (ripgrep's walk, as
+        ``grep``'s), newest first or by path: the total and one page of (path, mtime)."""
+        args: dict[str, Any] = {
+            "root": self.resolve(root), "regex": regex, "globs": list(globs), "type_globs": list(type_globs),
+            "hidden": hidden, "no_ignore": no_ignore, "sort": sort, "offset": offset, "limit": limit,
+            "timeout": timeout,
+        }
+        wait = (self.config.call_timeout if timeout is None else timeout) + SEARCH_GRACE
+        result, _ = await self.op("find", args, timeout=wait)
+        return self._model(FindResult, "find", result)
+
+    # ---- the egress relay (the daemon's loopback listener; see caisson.egress) --------------
+
+    async def net_listen(self, port: int) -> int:
+        """Have the daemon listen on its loopback at ``port``; where it listens."""
+        result, _ = await self.op("net_listen", {"port": port})
+        return int(result.get("port", 0))
+
+    async def net_accept(self, wait: float) -> int:
+        """The next connection a program opened (its id), 0 when none came within ``wait``."""
+        result, _ = await self.op("net_accept", {"wait": wait}, timeout=self.config.call_timeout + wait)
+        return self._model(_Accepted, "net_accept", result).conn
+
+    async def net_read(self, conn: int, size: int, wait: float) -> NetRead:
+        """Up to ``size`` bytes a program sent on ``conn``, waiting up to ``wait`` seconds for some."""
+        result, data = await self.op(
+            "net_read", {"conn": conn, "max": size, "wait": wait}, timeout=self.config.call_timeout + wait
+        )
+        return self._model(NetRead, "net_read", {**result, "data": data})
+
+    async def net_write(self, conn: int, data: bytes, *, timeout: float | None = None) -> bool:
+        """Send ``data`` to the program on ``conn``, whole; False when it is gone or stopped reading."""
+        result, _ = await self.op("net_write", {"conn": conn}, data, timeout=timeout)
+        return not self._model(_Written, "net_write", result).closed
+
+    async def net_close(self, conn: int, how: Literal["both", "write"] = "both", *, timeout: float | None = None) -> None:
+        """``both``: forget ``conn``; ``write``: tell its program the far end is done sending."""
+        await self.op("net_close", {"conn": conn, "how": how}, timeout=timeout)
+
+class _Accepted(BaseModel):
+    conn: int
+
+
+class _Written(BaseModel):
+    closed: bool
+
 
 def _as_list(value: Any, session_id: str, op: str) -> list[Any]:
     if not isinstance(value, list):

@@ -16,18 +16,17 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-from pydantic import BaseModel, ValidationError
 
 from caisson.audit import AuditEvent, AuditLog
 from caisson.client.primitives import SandboxClient
 from caisson.config import EGRESS_PORT, EgressLimits
-from caisson.errors import CaissonError, DaemonProtocolError
+from caisson.errors import CaissonError
 from caisson.logs import get_logger
 from caisson.policy import CallRequest, Decision, Level, PolicyEngine
 
@@ -42,22 +41,6 @@ POLL_WAIT = 10.0
 HEAD_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 15.0
 CLOSE_TIMEOUT = 5.0
-
-M = TypeVar("M", bound=BaseModel)
-
-
-class _Accepted(BaseModel):
-    conn: int
-
-
-class _Read(BaseModel):
-    eof: bool
-    idle: bool
-
-
-class _Written(BaseModel):
-    closed: bool
-
 
 @dataclass
 class EgressStats:
@@ -114,7 +97,7 @@ class EgressGateway:
 
     async def start(self) -> None:
         """Have the daemon listen, then serve its connections until :meth:`aclose`."""
-        await self.client.op("net_listen", {"port": EGRESS_PORT})
+        await self.client.net_listen(EGRESS_PORT)
         self._done = anyio.Event()
         token = anyio.lowlevel.current_token()
         threading.Thread(
@@ -152,21 +135,16 @@ class EgressGateway:
     async def _accept(self) -> int:
         """The next connection (0: none yet; -1: the session is gone)."""
         try:
-            result, _ = await self._op("net_accept", {"wait": POLL_WAIT})
-            return self._reply(_Accepted, "net_accept", result).conn
+            return await self.client.net_accept(POLL_WAIT)
         except CaissonError as exc:
             if not self._closing:
                 log.warning("egress stopped", session=self.client.id, error=str(exc))
             return -1
 
-    async def _op(self, op: str, args: dict[str, Any], blob: bytes = b"") -> tuple[dict[str, Any], bytes]:
-        return await self.client.op(op, args, blob, timeout=POLL_WAIT + self.client.config.call_timeout)
-
-    def _reply(self, model: type[M], op: str, result: dict[str, Any]) -> M:
-        try:
-            return model.model_validate(result)
-        except ValidationError:
-            raise DaemonProtocolError(f"daemon of session {self.client.id} sent an invalid {op} reply") from None
+    @property
+    def _wait(self) -> float:
+        """How long an op that may wait on the agent's program gets."""
+        return POLL_WAIT + self.client.config.call_timeout
 
     # ---- one connection -----------------------------------------------------------------
 
@@ -207,7 +185,7 @@ class EgressGateway:
                 if upstream is not None:
                     await upstream.aclose()
                 with contextlib.suppress(CaissonError), anyio.move_on_after(CLOSE_TIMEOUT):
-                    await self._op("net_close", {"conn": conn_id, "how": "both"})
+                    await self.client.net_close(conn_id, "both", timeout=self._wait)
                 self._audit(conn, decision)
                 self.stats.open -= 1
 
@@ -226,16 +204,15 @@ class EgressGateway:
 
     async def _read(self, conn: _Conn, size: int) -> tuple[bytes, bool]:
         """What the agent's program sent (empty while it sends nothing), and whether it is done."""
-        result, data = await self._op("net_read", {"conn": conn.conn, "max": size, "wait": POLL_WAIT})
-        read = self._reply(_Read, "net_read", result)
-        if data:
+        read = await self.client.net_read(conn.conn, size, POLL_WAIT)
+        if read.data:
             conn.last = time.monotonic()
-        return data, read.eof
+        return read.data, read.eof
 
     async def _write(self, conn: _Conn, data: bytes) -> bool:
-        result, _ = await self._op("net_write", {"conn": conn.conn}, data)
+        written = await self.client.net_write(conn.conn, data, timeout=self._wait)
         conn.last = time.monotonic()
-        return not self._reply(_Written, "net_write", result).closed
+        return written
 
     async def _answer(self, conn: _Conn, refused: Refused) -> None:
         # The reason is the status line's phrase: it is what pip, git and curl print.
@@ -348,7 +325,7 @@ class EgressGateway:
                     try:
                         data = await upstream.receive(CHUNK)
                     except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                        await self._op("net_close", {"conn": conn.conn, "how": "write"})
+                        await self.client.net_close(conn.conn, "write", timeout=self._wait)
                         return
                     conn.last = time.monotonic()
                     self.stats.bytes_in += len(data)

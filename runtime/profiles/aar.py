@@ -15,18 +15,17 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr
 
-from caisson.errors import DaemonProtocolError
 from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.tools.base import REGISTRY, Tool, ToolError, ToolErrorInfo, ToolInput, ToolResult
-from caisson.tools.search.grep import GrepReply
 from caisson.tools.text import glob_regex, op_errors, shown_name
 
 if TYPE_CHECKING:
+    from caisson.client.models import GrepResult
     from caisson.tools.context import ToolContext
 
 NAME = "aar"
@@ -231,17 +230,12 @@ async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     )
     total, lines = 0, []
     if files:
-        blob = "\0".join(files).encode("utf-8", "surrogateescape")
-        base = {
-            "root": root, "pattern": args.regex, "engine": "python", "fixed_strings": False,
-            "ignore_case": not args.case_sensitive, "multiline": False, "paths_in_blob": True,
-            "max_per_file": None, "max_line_chars": UNLIMITED, "before": 0, "after": 0, "timeout": GREP_TIMEOUT,
-        }
-        counted = await _daemon_grep(ctx, {**base, "mode": "count", "max_total": UNLIMITED}, blob)
-        # A file with another name (a hard link) may be a secret's: neither counted nor shown.
-        linked = set(counted.linked)
-        total = sum(n for path, n in zip(counted.paths, counted.counts, strict=True) if path not in linked)
-        shown = await _daemon_grep(ctx, {**base, "mode": "content", "max_total": args.max_results}, blob)
+        with op_errors(root):
+            counted = await _python_grep(ctx, root, args, files, "count", UNLIMITED)
+            # A file with another name (a hard link) may be a secret's: neither counted nor shown.
+            linked = set(counted.linked)
+            total = sum(n for path, n in zip(counted.paths, counted.counts, strict=True) if path not in linked)
+            shown = await _python_grep(ctx, root, args, files, "content", args.max_results)
         lines = [
             f"{shown_name(f.path)}:{h.line}:{h.lines[0].rstrip()}" for f in shown.files if f.nlink <= 1 for h in f.matches
         ][: args.max_results]
@@ -253,15 +247,14 @@ async def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     return ToolResult.success(header + ":\n" + "\n".join(lines), {"total": total, "matches": lines})
 
 
-async def _daemon_grep(ctx: ToolContext, op_args: dict[str, Any], blob: bytes) -> GrepReply:
-    with op_errors(op_args["root"]):
-        result, _ = await ctx.client.op("grep", op_args, blob, timeout=GREP_TIMEOUT + 15)
-    try:
-        return GrepReply.model_validate(result)
-    except ValidationError as exc:
-        raise DaemonProtocolError(
-            f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
-        ) from None
+async def _python_grep(
+    ctx: ToolContext, root: str, args: GrepArgs, files: list[str], mode: Literal["count", "content"], most: int
+) -> GrepResult:
+    """Python's own regex dialect, as the specification says: the daemon's Python engine."""
+    return await ctx.client.grep(
+        root, args.regex, paths=files, engine="python", mode=mode, ignore_case=not args.case_sensitive,
+        max_total=most, max_line_chars=UNLIMITED, timeout=GREP_TIMEOUT,
+    )
 
 
 GREP = Tool(

@@ -17,13 +17,11 @@ import json
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from caisson.errors import DaemonProtocolError
 from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
-from caisson.tools.search.grep import GrepReply
 from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
@@ -215,20 +213,10 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
     files = [f for f in await known_files(ctx) if (prefix is None or f.startswith(prefix)) and not ctx.is_secret(f)]
     matches: list[dict[str, Any]] = []
     if files:
-        op_args = {
-            "root": root, "pattern": args.pattern, "engine": "auto", "mode": "content", "fixed_strings": True,
-            "ignore_case": args.case_sensitive is False, "multiline": False, "paths_in_blob": True,
-            "max_total": 1_000_000, "max_per_file": None, "max_line_chars": 1_000_000, "before": 0, "after": 0,
-            "timeout": 60.0,
-        }
-        blob = "\0".join(posixpath.relpath(f, root) for f in files).encode("utf-8", "surrogateescape")
-        result, _ = await ctx.client.op("grep", op_args, blob, timeout=75.0)
-        try:
-            reply = GrepReply.model_validate(result)
-        except ValidationError as exc:
-            raise DaemonProtocolError(
-                f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
-            ) from None
+        reply = await ctx.client.grep(
+            root, args.pattern, paths=[posixpath.relpath(f, root) for f in files], fixed_strings=True,
+            ignore_case=args.case_sensitive is False, max_total=1_000_000, max_line_chars=1_000_000, timeout=60.0,
+        )
         matches = [
             {"path": to_agent(ctx, posixpath.join(root, f.path)), "line": h.line, "text": h.lines[0] if h.lines else ""}
             for f in reply.files

@@ -18,7 +18,7 @@ from caisson.client.models import ExecResult
 from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
-from caisson.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, FindReply, glob_regex
+from caisson.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, glob_regex
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -413,12 +413,11 @@ async def _secret_blobs(ctx: ToolContext, top: str) -> set[str]:
     """git's ids of the contents of the secret files below the repository's ``top``, hidden
     and ignored ones included (hashed as they are: no filter of the repository's runs)."""
     names = "|".join(glob_regex("**/" + glob).pattern for glob in ctx.secret_name_globs())
-    op_args = {
-        "root": top, "regex": f"(?si)(?:{names})", "hidden": True, "no_ignore": True, "globs": [EXCLUDED_DIR],
-        "type_globs": [], "sort": "path", "offset": 0, "limit": SECRET_SCAN_LIMIT, "timeout": FIND_TIMEOUT,
-    }
-    result, _ = await ctx.client.op("find", op_args, timeout=FIND_TIMEOUT + 15)
-    paths = [posixpath.join(top, path) for path, _ in FindReply.model_validate(result).files]
+    found = await ctx.client.find(
+        top, f"(?si)(?:{names})", hidden=True, no_ignore=True, globs=[EXCLUDED_DIR], sort="path",
+        limit=SECRET_SCAN_LIMIT, timeout=FIND_TIMEOUT,
+    )
+    paths = [posixpath.join(top, path) for path, _ in found.files]
     paths = [path for path in paths if ctx.is_secret(path) and "\n" not in path]
     if not paths:
         return set()

@@ -20,9 +20,9 @@ import re
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field
 
-from caisson.errors import DaemonProtocolError
+from caisson.client.models import GrepResult
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 from caisson.tools.search.listing import EXCLUDED_DIR, search_root, select_files, walk_with_rules
@@ -233,38 +233,9 @@ class GrepInput(ToolInput):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, le=600, description="Seconds before the search stops")
 
 
-class GrepHit(BaseModel):
-    line: int
-    end_line: int
-    column: int
-    lines: list[str]
-    before: list[tuple[int, str]]
-    after: list[tuple[int, str]]
-
-
-class GrepFile(BaseModel):
-    path: str
-    count: int
-    truncated: bool
-    matches: list[GrepHit]
-    # Names of the file (hard links): another may be a secret's.
-    nlink: int = 1
-
-
-class GrepReply(BaseModel):
-    engine: Literal["rg", "python"]
-    files: list[GrepFile] = []  # content mode
-    paths: list[str] = []  # files and count modes, sorted
-    counts: list[int] = []  # count mode: the matches in each of paths
-    # Those of paths with more than one name: another may be a secret's.
-    linked: list[str] = []
-    truncated: bool
-    timed_out: bool
-
-
 async def run_search(
     ctx: ToolContext, args: GrepInput, engine: Literal["auto", "rg", "python"] = "auto"
-) -> tuple[str, GrepReply]:
+) -> tuple[str, GrepResult]:
     """Search as ``args`` says with the chosen engine: the directory the reply's paths are
     relative to, and the daemon's reply."""
     pattern = check_pattern(args.pattern, literal=args.literal, multiline=args.multiline)
@@ -278,40 +249,23 @@ async def run_search(
         engine = "rg" if ctx.client.info.rg else "python"
     before = args.context if args.context is not None else args.context_before
     after = args.context if args.context is not None else args.context_after
-    mode = {"files_with_matches": "files", "content": "content", "count": "count"}[args.output_mode]
-    op_args: dict[str, Any] = {
-        "root": root,
-        "pattern": pattern,
-        "engine": engine,
-        "mode": mode,
-        "fixed_strings": args.literal,
-        "ignore_case": args.ignore_case,
-        "multiline": args.multiline,
-        "max_total": args.limit,
-        "max_per_file": args.max_per_file,
-        "max_line_chars": args.max_line_chars,
-        "before": before if mode == "content" else 0,
-        "after": after if mode == "content" else 0,
-        "timeout": args.timeout,
-    }
-    blob = b""
+    mode: Literal["content", "files", "count"] = (
+        "files" if args.output_mode == "files_with_matches" else args.output_mode
+    )
     globs = ([args.glob] if args.glob else []) + [EXCLUDED_DIR]
+    paths = None
     if kind == "file":
-        op_args["paths_in_blob"] = True
-        blob = posixpath.basename(target).encode("utf-8", "surrogateescape")
-    elif engine == "rg":
-        op_args.update(globs=globs, type_globs=list(types), hidden=args.include_hidden, no_ignore=args.no_ignore)
-    else:
+        paths = [posixpath.basename(target)]
+    elif engine == "python":
         paths = await _python_file_list(ctx, root, args, [GitGlob(g) for g in globs], [GitGlob(t) for t in types])
-        op_args["paths_in_blob"] = True
-        blob = "\0".join(paths).encode("utf-8", "surrogateescape")
     with op_errors(root):
-        result, _ = await ctx.client.op("grep", op_args, blob, timeout=args.timeout + 15)
-    try:
-        reply = GrepReply.model_validate(result)
-    except ValidationError as exc:
-        message = f"daemon of session {ctx.session_id} sent an invalid grep reply: {exc.errors()[0]['msg']}"
-        raise DaemonProtocolError(message) from None
+        reply = await ctx.client.grep(
+            root, pattern, paths=paths, engine=engine, mode=mode, fixed_strings=args.literal,
+            ignore_case=args.ignore_case, multiline=args.multiline, globs=globs, type_globs=types,
+            hidden=args.include_hidden, no_ignore=args.no_ignore, max_total=args.limit,
+            max_per_file=args.max_per_file, max_line_chars=args.max_line_chars,
+            before=before if mode == "content" else 0, after=after if mode == "content" else 0, timeout=args.timeout,
+        )
     # The policy checked the search root; every file the search read is checked here, so a
     # recursive search (or include_hidden) never shows what a read of that file would not.
     prefix = root.rstrip("/") + "/"  # the daemon's paths are relative to the root
@@ -333,7 +287,7 @@ async def _python_file_list(
     return [entry.path for entry in select_files(walk, rules, overrides, types, args.include_hidden)]
 
 
-def _format_content(prefix: str, reply: GrepReply, line_numbers: bool, with_context: bool) -> list[str]:
+def _format_content(prefix: str, reply: GrepResult, line_numbers: bool, with_context: bool) -> list[str]:
     out: list[str] = []
     for file in reply.files:
         path = shown_name(prefix + file.path)

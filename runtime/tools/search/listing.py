@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from pathspec import GitIgnoreSpec
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field
 
-from caisson.errors import DaemonProtocolError, OpError
+from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 from caisson.tools.text import GitGlob, glob_regex, human_size, op_errors, permissions, shown_name
@@ -301,12 +301,6 @@ def name_globs(pattern: str) -> list[str]:
     return [name] if "**" not in name and _PLAIN_NAME_GLOB.fullmatch(name) else []
 
 
-class FindReply(BaseModel):
-    total: int
-    files: list[tuple[str, float]]
-    timed_out: bool
-
-
 async def find_files(
     ctx: ToolContext, root: str, pattern: str, args: GlobInput, engine: Literal["auto", "rg", "python"] = "auto"
 ) -> tuple[int, list[tuple[str, float]], bool]:
@@ -318,25 +312,12 @@ async def find_files(
             await ctx.client.ping()
         engine = "rg" if ctx.client.info and ctx.client.info.rg else "python"
     if engine == "rg":
-        op_args = {
-            "root": root,
-            "regex": "(?s)" + regex.pattern,
-            "hidden": args.include_hidden,
-            "no_ignore": not args.respect_gitignore,
-            "globs": [EXCLUDED_DIR],
-            "type_globs": name_globs(pattern),
-            "sort": args.sort_by,
-            "offset": args.offset,
-            "limit": args.limit,
-            "timeout": FIND_TIMEOUT,
-        }
         with op_errors(root):
-            result, _ = await ctx.client.op("find", op_args, timeout=FIND_TIMEOUT + 15)
-        try:
-            reply = FindReply.model_validate(result)
-        except ValidationError as exc:
-            message = f"daemon of session {ctx.session_id} sent an invalid find reply: {exc.errors()[0]['msg']}"
-            raise DaemonProtocolError(message) from None
+            reply = await ctx.client.find(
+                root, "(?s)" + regex.pattern, hidden=args.include_hidden, no_ignore=not args.respect_gitignore,
+                globs=[EXCLUDED_DIR], type_globs=name_globs(pattern), sort=args.sort_by, offset=args.offset,
+                limit=args.limit, timeout=FIND_TIMEOUT,
+            )
         return reply.total, reply.files, reply.timed_out
     walk, rules = await walk_with_rules(ctx, root, args.include_hidden, args.respect_gitignore)
     selected = select_files(walk, rules, [GitGlob(EXCLUDED_DIR)], [], args.include_hidden)
