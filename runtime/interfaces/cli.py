@@ -225,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--new-admin-key", action="store_true", help="make and print another admin key (a lost one)")
     serve.add_argument("--public-url", help="where clients reach this replica, told to clients that ask another one")
-    serve.set_defaults(fn=cmd_serve)
+    # The server's event loop carries every request: uvloop's, where it is installed.
+    serve.set_defaults(fn=cmd_serve, use_uvloop=True)
 
     tools = sub.add_parser("tools", help="export a profile's tool definitions")
     tools.add_argument("--profile", default="caisson")
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(verbose=args.verbose)
     fn: Callable[[argparse.Namespace], Coroutine[Any, Any, None]] = args.fn
     try:
-        anyio.run(lambda: fn(args))
+        anyio.run(lambda: fn(args), backend_options={"use_uvloop": getattr(args, "use_uvloop", False)})
     except CaissonError as exc:
         sys.stderr.write(f"caisson: error: {exc}\n")
         return 1

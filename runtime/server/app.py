@@ -3,11 +3,14 @@ metrics and console pages, and the remote MCP endpoint, over one server context.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
 from importlib import metadata
 from typing import Any
 
-from fastapi import FastAPI, Response
+from fastapi import APIRouter, FastAPI, Response
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -27,6 +30,7 @@ from caisson.server.deps import ServerContext
 from caisson.server.metrics import CONTENT_TYPE
 from caisson.server.middleware import BodyLimit, LogRequests
 from caisson.server.models import Problem
+from caisson.server.paging import Page
 from caisson.server.settings import ServeSettings
 
 DESCRIPTION = """Sandboxed sessions for AI agents, per tenant. Authenticate with
@@ -42,6 +46,35 @@ def _version() -> str:
 
 
 API_PREFIX = "/v1"
+# The lists the paths of before the version prefix answered as bare lists, not pages.
+BARE_LISTS = {"list_sessions", "list_snapshots", "list_approvals", "list_tenants", "list_keys", "audit_requests"}
+
+
+def _unprefixed(router: APIRouter) -> APIRouter:
+    """``router``'s routes for the paths of before the version prefix, out of the document:
+    there a list answers its page's items as a bare list, as it did before lists had pages
+    (the query parameters, ``cursor`` and ``limit`` included, still apply)."""
+    old = APIRouter()
+    for route in router.routes:
+        assert isinstance(route, APIRoute)
+        if route.name not in BARE_LISTS:
+            old.routes.append(route)
+            continue
+        item = route.response_model.model_fields["items"].annotation
+        old.add_api_route(
+            route.path, _items_of(route.endpoint, item), methods=list(route.methods or ()), name=route.name,
+            response_model=item, include_in_schema=False,
+        )
+    return old
+
+
+def _items_of(endpoint: Callable[..., Awaitable[Page[Any]]], items: Any) -> Callable[..., Awaitable[list[Any]]]:
+    async def bare(*args: Any, **kwargs: Any) -> list[Any]:
+        return (await endpoint(*args, **kwargs)).items
+
+    # FastAPI reads the parameters (the dependencies) from the signature: the page route's own.
+    bare.__signature__ = inspect.signature(endpoint, eval_str=True).replace(return_annotation=items)  # type: ignore[attr-defined]
+    return bare
 
 
 def _with_bearer(app: FastAPI) -> dict[str, Any]:
@@ -72,7 +105,7 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
     for module in (routes_admin, routes_sessions, routes_calls, routes_approvals, routes_audit):
         app.include_router(module.router, prefix=API_PREFIX)
         # The paths of before the version prefix keep working, out of the document.
-        app.include_router(module.router, include_in_schema=False)
+        app.include_router(_unprefixed(module.router), include_in_schema=False)
     for module in (routes_files, routes_tasks):  # newer than the prefix: /v1 only
         app.include_router(module.router, prefix=API_PREFIX)
     app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]

@@ -31,10 +31,25 @@ async function answer(id, decision) {
 }
 
 const filterBox = {tenant_id: "f-tenant", session_id: "f-session", tool: "f-tool"};
-// The audit page shown: null is the newest; "pages" holds the cursors of the newer pages.
-let auditCursor = null, nextCursor = null;
-const pages = [];
-const olderButton = document.getElementById("older"), newerButton = document.getElementById("newer");
+
+// A paged table: "cursor" is the page shown (null: the first), "back" the cursors of the
+// pages before it; "forward" asks for the page after, "backward" for the one before.
+function pager(forwardId, backwardId) {
+  const p = {cursor: null, next: null, back: [],
+    forward: document.getElementById(forwardId), backward: document.getElementById(backwardId)};
+  p.forward.addEventListener("click", () => { p.back.push(p.cursor); p.cursor = p.next; refresh(); });
+  p.backward.addEventListener("click", () => { p.cursor = p.back.pop() || null; refresh(); });
+  return p;
+}
+function pageParams(p, extra) { return p.cursor ? {...extra, cursor: p.cursor} : extra; }
+function shown(p, page) {
+  p.next = page.next_cursor;
+  p.forward.disabled = !p.next;
+  p.backward.disabled = p.back.length === 0;
+  return page.items;
+}
+const pagers = {audit: pager("older", "newer"), sessions: pager("s-next", "s-prev"), closed: pager("c-older", "c-newer")};
+const time = seconds => new Date(seconds * 1000).toLocaleTimeString();
 
 function query(names, extra) {
   const params = new URLSearchParams(extra || {});
@@ -54,15 +69,12 @@ async function closeSession(id) {
 async function refresh() {
   if (!keyBox.value) { statusLine.textContent = "enter an API key"; return; }
   try {
-    const page = {order: "newest", limit: "50"};
-    if (auditCursor) page.cursor = auditCursor;
-    const [approvals, sessions, audit] = await Promise.all([
-      api("GET", "/v1/approvals?" + query(["tenant_id"])), api("GET", "/v1/sessions?" + query(["tenant_id"])),
-      api("GET", "/v1/audit?" + query(["tenant_id", "session_id", "tool"], page))]);
-    nextCursor = audit.next_cursor;
-    olderButton.disabled = !nextCursor;
-    newerButton.disabled = pages.length === 0;
-    fill("approvals", approvals, (row, a) => {
+    const [approvals, sessions, closed, audit] = await Promise.all([
+      api("GET", "/v1/approvals?" + query(["tenant_id"])),
+      api("GET", "/v1/sessions?" + query(["tenant_id"], pageParams(pagers.sessions, {limit: "20"}))),
+      api("GET", "/v1/sessions?" + query(["tenant_id"], pageParams(pagers.closed, {state: "closed", order: "newest", limit: "20"}))),
+      api("GET", "/v1/audit?" + query(["tenant_id", "session_id", "tool"], pageParams(pagers.audit, {order: "newest", limit: "50"})))]);
+    fill("approvals", approvals.items, (row, a) => {
       row.className = "pending"; row.dataset.approval = a.id;
       cell(row, a.id); cell(row, a.session_id); cell(row, a.tool);
       cell(row, a.command || a.paths.join(" ") || a.preview); cell(row, a.reasons.join("; "));
@@ -74,16 +86,20 @@ async function refresh() {
         td.appendChild(b);
       }
     });
-    fill("sessions", sessions, (row, s) => {
+    fill("sessions", shown(pagers.sessions, sessions), (row, s) => {
       row.dataset.session = s.id;
       cell(row, s.id); cell(row, s.tenant_id); cell(row, s.profile); cell(row, s.image || "default"); cell(row, s.memory);
-      cell(row, new Date(s.created * 1000).toLocaleTimeString());
+      cell(row, time(s.created));
       const b = document.createElement("button");
       b.textContent = "Close"; b.dataset.close = s.id;
       b.addEventListener("click", () => closeSession(s.id).catch(e => statusLine.textContent = e.message));
       row.insertCell().appendChild(b);
     });
-    fill("audit", audit.items, (row, e) => {
+    fill("closed", shown(pagers.closed, closed), (row, s) => {
+      row.dataset.session = s.id;
+      cell(row, s.id); cell(row, s.tenant_id); cell(row, time(s.created)); cell(row, time(s.closed)); cell(row, s.closed_reason);
+    });
+    fill("audit", shown(pagers.audit, audit), (row, e) => {
       row.dataset.tenant = e.tenant; row.dataset.session = e.session_id;
       cell(row, new Date(e.time).toLocaleTimeString()); cell(row, e.session_id); cell(row, e.tool_alias || e.tool);
       cell(row, e.level); cell(row, e.decision, e.decision === "denied" ? "denied" : e.decision === "approved" ? "approved" : "");
@@ -97,11 +113,9 @@ async function refresh() {
 
 document.getElementById("filters").addEventListener("submit", ev => {
   ev.preventDefault();
-  auditCursor = null; pages.length = 0;
+  for (const p of Object.values(pagers)) { p.cursor = null; p.back.length = 0; }
   refresh();
 });
-olderButton.addEventListener("click", () => { pages.push(auditCursor); auditCursor = nextCursor; refresh(); });
-newerButton.addEventListener("click", () => { auditCursor = pages.pop() || null; refresh(); });
 
 document.getElementById("login").addEventListener("submit", ev => {
   ev.preventDefault();

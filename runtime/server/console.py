@@ -1,5 +1,6 @@
-"""``/console``: one static page (no build step) that shows a tenant its live sessions, its
-audit stream and its pending approvals, with Approve and Deny buttons. The page holds the
+"""``/console``: one static page (no build step) that shows a tenant its live sessions (with
+Close buttons), its closed sessions and why they closed, its audit stream and its pending
+approvals, with Approve and Deny buttons, each list a page at a time. The page holds the
 API key in the browser's session storage and calls the same API as any client."""
 
 from __future__ import annotations

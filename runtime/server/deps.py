@@ -33,7 +33,8 @@ class ServerContext:
     audit: DurableAudit
 
 
-def context(request: Request) -> ServerContext:
+# Async: FastAPI runs a plain function dependency on a worker thread, a thread hop per request.
+async def context(request: Request) -> ServerContext:
     ctx: ServerContext = request.app.state.caisson
     return ctx
 
@@ -83,8 +84,12 @@ Viewed = Annotated[str | None, Depends(viewed)]
 Tenant = Annotated[TenantInfo, Depends(tenant)]
 
 
-async def live_session(session_id: str, who: Tenant, ctx: Ctx) -> Live:
-    """One of the caller's open sessions, after counting the operation against its quota."""
+async def live_session(session_id: str, request: Request) -> Live:
+    """One of the caller's open sessions, after counting the operation against its quota. The
+    key, tenant and session are resolved here in one dependency, not as a chain of them: this
+    is every session operation's path, and FastAPI's solving costs CPU per dependency."""
+    ctx = await context(request)
+    who = await tenant(await principal(request, ctx), ctx)
     live = await ctx.tenancy.locate(who.id, session_id)
     ctx.limiter.take(who.id, who.quotas.calls_per_minute)
     return live

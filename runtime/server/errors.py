@@ -20,6 +20,7 @@ from caisson.server.auth import Forbidden, Unauthorized
 from caisson.server.deps import ServerContext
 from caisson.server.health import NotReady
 from caisson.server.models import PROBLEM_TYPE, problem_body
+from caisson.server.paging import InvalidCursor
 from caisson.server.quotas import QuotaExceeded
 from caisson.server.routes_admin import Conflict
 from caisson.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
@@ -43,6 +44,7 @@ PLAIN: dict[type[Exception], tuple[int, str]] = {
     AlreadyAnswered: (409, "conflict"),
     Conflict: (409, "conflict"),
     Gone: (410, "session_gone"),
+    InvalidCursor: (422, "invalid_cursor"),
 }
 
 

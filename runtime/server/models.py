@@ -10,11 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caisson.audit import AuditEvent
 from caisson.client.models import ExecResult, SpawnResult, TaskOutput, WriteResult
+from caisson.server.paging import Page
 from caisson.tools.base import ToolResult
 
 __all__ = [
     "ApprovalAnswerBody",
     "ApprovalInfo",
+    "ApprovalPage",
     "AuditEvent",
     "AuditPage",
     "CallBody",
@@ -31,20 +33,25 @@ __all__ = [
     "Written",
     "KeyBody",
     "KeyInfo",
+    "KeyPage",
     "PROBLEM_TYPE",
     "Problem",
     "problem_body",
     "Quotas",
+    "RequestPage",
     "RequestRecord",
     "SessionBody",
     "SessionInfo",
     "SessionLimits",
+    "SessionPage",
     "SnapshotInfo",
+    "SnapshotPage",
     "SpawnBody",
     "SpawnResult",
     "TaskOutput",
     "TenantBody",
     "TenantInfo",
+    "TenantPage",
     "ToolResult",
     "WriteResult",
 ]
@@ -154,6 +161,7 @@ class SessionInfo(BaseModel):
     state: Literal["open", "closed"]
     created: float
     closed: float | None = None
+    closed_reason: str | None = Field(None, description="why it closed: on request, or how it ended by itself")
 
 
 class CallBody(_Body):
@@ -254,13 +262,6 @@ class ApprovalInfo(BaseModel):
     answered: float | None = None
 
 
-class AuditPage(BaseModel):
-    """A page of audit events; ``next_cursor`` (absent on the last page) asks for the next."""
-
-    items: list[AuditEvent]
-    next_cursor: str | None = None
-
-
 class RequestRecord(BaseModel):
     """One API request as the request log keeps it."""
 
@@ -271,3 +272,32 @@ class RequestRecord(BaseModel):
     path: str
     status: int
     note: str = ""
+
+
+# The pages of the lists, named so that the OpenAPI document (and a generated client) reads well.
+class AuditPage(Page[AuditEvent]):
+    """A page of audit events."""
+
+
+class SessionPage(Page[SessionInfo]):
+    """A page of sessions."""
+
+
+class SnapshotPage(Page[SnapshotInfo]):
+    """A page of snapshots."""
+
+
+class ApprovalPage(Page[ApprovalInfo]):
+    """A page of approvals."""
+
+
+class RequestPage(Page[RequestRecord]):
+    """A page of the request log."""
+
+
+class TenantPage(Page[TenantInfo]):
+    """A page of tenants."""
+
+
+class KeyPage(Page[KeyInfo]):
+    """A page of API keys."""

@@ -8,7 +8,8 @@ from fastapi import APIRouter, status
 
 from caisson.server import auth
 from caisson.server.deps import Admin, Ctx, ServerContext
-from caisson.server.models import CreatedKey, KeyBody, KeyInfo, Quotas, TenantBody, TenantInfo
+from caisson.server.models import CreatedKey, KeyBody, KeyPage, Quotas, TenantBody, TenantInfo, TenantPage
+from caisson.server.paging import KeyCursor, Limit, Order, key_of
 from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["admin"])
@@ -26,8 +27,11 @@ async def create_tenant(body: TenantBody, _: Admin, ctx: Ctx) -> TenantInfo:
 
 
 @router.get("/tenants")
-async def list_tenants(_: Admin, ctx: Ctx) -> list[TenantInfo]:
-    return await ctx.store.list_tenants()
+async def list_tenants(
+    _: Admin, ctx: Ctx, cursor: KeyCursor = None, order: Order = "oldest", limit: Limit = 100
+) -> TenantPage:
+    found = await ctx.store.list_tenants(after=key_of(cursor), newest_first=order == "newest", limit=limit + 1)
+    return TenantPage.of(found, limit)
 
 
 async def _existing(ctx: ServerContext, tenant_id: str) -> None:
@@ -57,8 +61,11 @@ async def create_admin_key(body: KeyBody, _: Admin, ctx: Ctx) -> CreatedKey:
 
 
 @router.get("/keys")
-async def list_keys(_: Admin, ctx: Ctx, tenant_id: str | None = None) -> list[KeyInfo]:
-    return await ctx.store.list_keys(tenant_id)
+async def list_keys(
+    _: Admin, ctx: Ctx, tenant_id: str | None = None, cursor: KeyCursor = None, order: Order = "oldest", limit: Limit = 100
+) -> KeyPage:
+    found = await ctx.store.list_keys(tenant_id, after=key_of(cursor), newest_first=order == "newest", limit=limit + 1)
+    return KeyPage.of(found, limit)
 
 
 @router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -7,17 +7,23 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends
 
 from caisson.server.deps import Ctx, Principal, Tenant, Viewed, principal
-from caisson.server.models import ApprovalAnswerBody, ApprovalInfo
+from caisson.server.models import ApprovalAnswerBody, ApprovalInfo, ApprovalPage
+from caisson.server.paging import KeyCursor, Limit, Order, key_of
 
 router = APIRouter(tags=["approvals"])
 
 
 @router.get("/approvals")
 async def list_approvals(
-    whose: Viewed, ctx: Ctx, state: Literal["pending", "allow_once", "allow_session", "deny", "expired"] | None = "pending"
-) -> list[ApprovalInfo]:
-    """The tenant's approvals in ``state`` (an admin key: every tenant's, or ``tenant_id``'s)."""
-    return await ctx.store.list_approvals(whose, state)
+    whose: Viewed, ctx: Ctx, state: Literal["pending", "allow_once", "allow_session", "deny", "expired"] | None = "pending",
+    cursor: KeyCursor = None, order: Order = "oldest", limit: Limit = 100,
+) -> ApprovalPage:
+    """The tenant's approvals in ``state`` (an admin key: every tenant's, or ``tenant_id``'s), a
+    page at a time."""
+    found = await ctx.store.list_approvals(
+        whose, state, after=key_of(cursor), newest_first=order == "newest", limit=limit + 1
+    )
+    return ApprovalPage.of(found, limit)
 
 
 @router.get("/approvals/{approval_id}")

@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, status
 
 from caisson.server.deps import Ctx, LiveSession, Principal, Tenant, Viewed, principal, tenant
-from caisson.server.models import ForkBody, SessionBody, SessionInfo, SnapshotInfo
+from caisson.server.models import ForkBody, SessionBody, SessionInfo, SessionPage, SnapshotInfo, SnapshotPage
+from caisson.server.paging import KeyCursor, Limit, Order, key_of
 from caisson.server.tenancy import NotFound
 
 router = APIRouter(tags=["sessions"])
@@ -23,9 +24,15 @@ async def create_session(body: SessionBody, who: Tenant, ctx: Ctx) -> SessionInf
 
 
 @router.get("/sessions")
-async def list_sessions(whose: Viewed, ctx: Ctx, state: Literal["open", "closed"] | None = "open") -> list[SessionInfo]:
-    """The tenant's sessions (an admin key: every tenant's, or ``tenant_id``'s)."""
-    return await ctx.store.list_sessions(whose, state)
+async def list_sessions(
+    whose: Viewed, ctx: Ctx, state: Literal["open", "closed"] | None = "open",
+    cursor: KeyCursor = None, order: Order = "oldest", limit: Limit = 100,
+) -> SessionPage:
+    """The tenant's sessions (an admin key: every tenant's, or ``tenant_id``'s), a page at a time."""
+    found = await ctx.store.list_sessions(
+        whose, state, after=key_of(cursor), newest_first=order == "newest", limit=limit + 1
+    )
+    return SessionPage.of(found, limit)
 
 
 @router.get("/sessions/{session_id}")
@@ -74,5 +81,9 @@ async def fork(live: LiveSession, body: ForkBody, who: Tenant, ctx: Ctx) -> list
 
 
 @router.get("/snapshots")
-async def list_snapshots(who: Tenant, ctx: Ctx) -> list[SnapshotInfo]:
-    return await ctx.store.list_snapshots(who.id)
+async def list_snapshots(
+    who: Tenant, ctx: Ctx, cursor: KeyCursor = None, order: Order = "oldest", limit: Limit = 100
+) -> SnapshotPage:
+    """The tenant's snapshots, a page at a time."""
+    found = await ctx.store.list_snapshots(who.id, after=key_of(cursor), newest_first=order == "newest", limit=limit + 1)
+    return SnapshotPage.of(found, limit)

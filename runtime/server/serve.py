@@ -127,7 +127,7 @@ class Hosted:
     async def _serve(self, app: FastAPI, ctx: ServerContext, on_ready: Callable[[Hosted], None] | None) -> None:
         s = self.settings
         server = self._server = _Server(uvicorn.Config(
-            app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off",
+            app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off", http="httptools",
             ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=s.drain,
         ))
         async with anyio.create_task_group() as tg:

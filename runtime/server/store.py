@@ -19,11 +19,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from caisson.audit import AuditEvent
 from caisson.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
+from caisson.server.paging import key_cursor
 
 T = TypeVar("T")
+# A row of a list by name: its creation time and id.
+Key = tuple[float, str]
 
 # A session holds one of its tenant's seats while it opens ("starting") and while it is open.
 HELD = ("starting", "open")
+# A session's closed_reason when a client (or an operator) closed it.
+CLOSED_ON_REQUEST = "closed on request"
 
 meta = sa.MetaData()
 
@@ -54,6 +59,7 @@ sessions = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("closed", sa.Float, nullable=True),
+    sa.Column("closed_reason", sa.Text, nullable=True),
     # The replica that holds the session's container and channel, and where it answers.
     sa.Column("server", sa.String(300), nullable=True),
     sa.Column("server_url", sa.String(300), nullable=True),
@@ -140,6 +146,7 @@ class Store:
         if url.startswith("sqlite"):
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         meta.create_all(self.engine)
+        _add_missing_columns(self.engine)
         database = self.engine.url.database
         if url.startswith("sqlite") and database and database != ":memory:":
             # Key digests and the request log are nobody else's business on this host.
@@ -173,9 +180,11 @@ class Store:
         row = await self._run(lambda c: c.execute(tenants.select().where(tenants.c.name == name)).mappings().first())
         return _tenant(row) if row else None
 
-    async def list_tenants(self) -> list[TenantInfo]:
-        rows = await self._run(lambda c: c.execute(tenants.select().order_by(tenants.c.created)).mappings().all())
-        return [_tenant(r) for r in rows]
+    async def list_tenants(
+        self, *, after: Key | None = None, newest_first: bool = False, limit: int = 100
+    ) -> list[tuple[str, TenantInfo]]:
+        rows = await self._run(lambda c: c.execute(_keyset(tenants.select(), tenants, after, newest_first, limit)).mappings().all())
+        return _paged(rows, _tenant)
 
     async def set_quotas(self, tenant_id: str, quotas: Quotas) -> None:
         stmt = tenants.update().where(tenants.c.id == tenant_id).values(quotas=quotas.model_dump_json())
@@ -193,12 +202,14 @@ class Store:
         digest = data.pop("digest")
         return KeyInfo.model_validate(data), digest
 
-    async def list_keys(self, tenant_id: str | None = None) -> list[KeyInfo]:
-        stmt = api_keys.select().order_by(api_keys.c.created)
+    async def list_keys(
+        self, tenant_id: str | None = None, *, after: Key | None = None, newest_first: bool = False, limit: int = 100
+    ) -> list[tuple[str, KeyInfo]]:
+        stmt = api_keys.select()
         if tenant_id is not None:
             stmt = stmt.where(api_keys.c.tenant_id == tenant_id)
-        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [KeyInfo.model_validate({k: v for k, v in r.items() if k != "digest"}) for r in rows]
+        rows = await self._run(lambda c: c.execute(_keyset(stmt, api_keys, after, newest_first, limit)).mappings().all())
+        return _paged(rows, lambda r: KeyInfo.model_validate({k: v for k, v in r.items() if k != "digest"}))
 
     async def revoke_key(self, key_id: str) -> bool:
         stmt = api_keys.update().where(api_keys.c.id == key_id).values(revoked=True)
@@ -255,9 +266,9 @@ class Store:
         if seats:
             await self._run(lambda c: c.execute(sessions.delete().where(sessions.c.id.in_(seats), sessions.c.state == "starting")))
 
-    async def close_session(self, session_id: str) -> None:
+    async def close_session(self, session_id: str, reason: str = CLOSED_ON_REQUEST) -> None:
         stmt = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
-            state="closed", closed=time.time()
+            state="closed", closed=time.time(), closed_reason=reason[:1000]
         )
         await self._run(lambda c: c.execute(stmt))
 
@@ -340,14 +351,18 @@ class Store:
         data.pop("config")
         return SessionInfo.model_validate(data), server, url
 
-    async def list_sessions(self, tenant_id: str | None, state: str | None = "open") -> list[SessionInfo]:
-        stmt = sessions.select().where(sessions.c.state != "starting").order_by(sessions.c.created)
+    async def list_sessions(
+        self, tenant_id: str | None, state: str | None = "open", *, after: Key | None = None,
+        newest_first: bool = False, limit: int = 100,
+    ) -> list[tuple[str, SessionInfo]]:
+        """A page of sessions with their cursors (every tenant's for None)."""
+        stmt = sessions.select().where(sessions.c.state != "starting")
         if tenant_id is not None:
             stmt = stmt.where(sessions.c.tenant_id == tenant_id)
         if state is not None:
             stmt = stmt.where(sessions.c.state == state)
-        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [SessionInfo.model_validate({k: v for k, v in r.items() if k != "config"}) for r in rows]
+        rows = await self._run(lambda c: c.execute(_keyset(stmt, sessions, after, newest_first, limit)).mappings().all())
+        return _paged(rows, lambda r: SessionInfo.model_validate({k: v for k, v in r.items() if k != "config"}))
 
     async def add_snapshot(self, info: SnapshotInfo, ref: str) -> None:
         await self._run(lambda c: c.execute(snapshots.insert().values(**info.model_dump(), ref=ref)))
@@ -361,10 +376,12 @@ class Store:
         ref = data.pop("ref")
         return SnapshotInfo.model_validate(data), ref
 
-    async def list_snapshots(self, tenant_id: str) -> list[SnapshotInfo]:
-        stmt = snapshots.select().where(snapshots.c.tenant_id == tenant_id).order_by(snapshots.c.created)
-        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [SnapshotInfo.model_validate({k: v for k, v in r.items() if k != "ref"}) for r in rows]
+    async def list_snapshots(
+        self, tenant_id: str, *, after: Key | None = None, newest_first: bool = False, limit: int = 100
+    ) -> list[tuple[str, SnapshotInfo]]:
+        stmt = snapshots.select().where(snapshots.c.tenant_id == tenant_id)
+        rows = await self._run(lambda c: c.execute(_keyset(stmt, snapshots, after, newest_first, limit)).mappings().all())
+        return _paged(rows, lambda r: SnapshotInfo.model_validate({k: v for k, v in r.items() if k != "ref"}))
 
     # ---- approvals ----------------------------------------------------------------------
 
@@ -385,15 +402,18 @@ class Store:
         row = await self._run(lambda c: c.execute(stmt).mappings().first())
         return _approval(row) if row else None
 
-    async def list_approvals(self, tenant_id: str | None, state: str | None = "pending") -> list[ApprovalInfo]:
-        """The tenant's approvals (every tenant's for None)."""
-        stmt = approvals.select().order_by(approvals.c.created)
+    async def list_approvals(
+        self, tenant_id: str | None, state: str | None = "pending", *, after: Key | None = None,
+        newest_first: bool = False, limit: int = 100,
+    ) -> list[tuple[str, ApprovalInfo]]:
+        """A page of the tenant's approvals with their cursors (every tenant's for None)."""
+        stmt = approvals.select()
         if tenant_id is not None:
             stmt = stmt.where(approvals.c.tenant_id == tenant_id)
         if state is not None:
             stmt = stmt.where(approvals.c.state == state)
-        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [_approval(r) for r in rows]
+        rows = await self._run(lambda c: c.execute(_keyset(stmt, approvals, after, newest_first, limit)).mappings().all())
+        return _paged(rows, _approval)
 
     # ---- audit ----------------------------------------------------------------------------
 
@@ -406,8 +426,8 @@ class Store:
         self, tenant_id: str | None, *, session_id: str | None = None, tool: str | None = None,
         decision: str | None = None, call_id: str | None = None, since: float | None = None,
         after: int | None = None, newest_first: bool = False, limit: int = 100,
-    ) -> list[tuple[int, AuditEvent]]:
-        """Events with their ids, in id order (newest first if asked), past the ``after`` id
+    ) -> list[tuple[str, AuditEvent]]:
+        """Events with their ids (as cursors), in id order (newest first if asked), past the ``after`` id
         in that order; every given filter applies (``tool``: canonical or profile name)."""
         c = audit_events.c
         stmt = audit_events.select().limit(limit)
@@ -422,7 +442,7 @@ class Store:
             stmt = stmt.where(c.id < after if newest_first else c.id > after)
         stmt = stmt.order_by(c.id.desc() if newest_first else c.id)
         rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
-        return [(r["id"], AuditEvent.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
+        return [(str(r["id"]), AuditEvent.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
 
     # ---- request log --------------------------------------------------------------------
 
@@ -434,13 +454,44 @@ class Store:
         stmt = requests_log.delete().where(requests_log.c.time < before)
         return int(await self._run(lambda c: c.execute(stmt).rowcount))
 
-    async def requests(self, tenant_id: str | None, limit: int = 100) -> list[RequestRecord]:
-        """The tenant's latest requests, oldest first (every caller's for None)."""
-        stmt = requests_log.select().order_by(requests_log.c.id.desc()).limit(limit)
+    async def requests(
+        self, tenant_id: str | None, *, after: int | None = None, newest_first: bool = False, limit: int = 100
+    ) -> list[tuple[str, RequestRecord]]:
+        """A page of the tenant's requests with their cursors (every caller's for None)."""
+        c = requests_log.c
+        stmt = requests_log.select().order_by(c.id.desc() if newest_first else c.id).limit(limit)
         if tenant_id is not None:
-            stmt = stmt.where(requests_log.c.tenant_id == tenant_id)
-        rows = await self._run(lambda c: c.execute(stmt).mappings().all())
-        return [RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"}) for r in reversed(rows)]
+            stmt = stmt.where(c.tenant_id == tenant_id)
+        if after is not None:
+            stmt = stmt.where(c.id < after if newest_first else c.id > after)
+        rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
+        return [(str(r["id"]), RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
+
+
+def _keyset(stmt: Any, table: sa.Table, after: Key | None, newest_first: bool, limit: int) -> Any:
+    """``stmt`` ordered by creation time then id, past the row ``after`` names in that order:
+    rows added meanwhile never shift a page."""
+    key = sa.tuple_(table.c.created, table.c.id)
+    if after is not None:
+        stmt = stmt.where(key < after if newest_first else key > after)
+    order = (table.c.created.desc(), table.c.id.desc()) if newest_first else (table.c.created, table.c.id)
+    return stmt.order_by(*order).limit(limit)
+
+
+def _paged(rows: Any, item: Callable[[Any], T]) -> list[tuple[str, T]]:
+    return [(key_cursor(r["created"], r["id"]), item(r)) for r in rows]
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """A store made by an older release lacks the columns added since (all nullable): add them."""
+    found = sa.inspect(engine)
+    with engine.begin() as conn:
+        for table in meta.sorted_tables:
+            have = {c["name"] for c in found.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in have:
+                    kind = column.type.compile(dialect=engine.dialect)
+                    conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _engine_options(url: str) -> dict[str, Any]:

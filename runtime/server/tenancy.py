@@ -20,7 +20,7 @@ from caisson.policy import ApprovalHandler, Policy
 from caisson.runtime import Runtime
 from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
 from caisson.server.quotas import QuotaExceeded, check_memory
-from caisson.server.store import Store
+from caisson.server.store import CLOSED_ON_REQUEST, Store
 from caisson.session import Session
 
 log = get_logger("caisson.server")
@@ -231,18 +231,18 @@ class Tenancy:
             )
         except CaissonError as exc:
             log.info("a session of a gone replica did not outlive it", session=info.id, error=str(exc))
-            await self._store.close_session(info.id)
+            await self._store.close_session(info.id, f"its container did not outlive its server: {exc}")
             return False
         self._live[info.id] = Live(session=session, info=info)
         return True
 
-    async def close(self, live: Live) -> None:
+    async def close(self, live: Live, reason: str = CLOSED_ON_REQUEST) -> None:
         self._live.pop(live.info.id, None)
         with anyio.CancelScope(shield=True):
             await live.session.close()
             if live.session.egress_stats is not None:
                 _add_egress(self._egress_closed.setdefault(live.info.tenant_id, EgressStats()), live.session.egress_stats)
-            await self._store.close_session(live.info.id)
+            await self._store.close_session(live.info.id, reason)
 
     async def let_go(self) -> None:
         """This replica was taken for gone: a session another replica took over is its now
@@ -291,7 +291,7 @@ class Tenancy:
         self._ended[live.info.id] = (live.info.tenant_id, str(error))
         if len(self._ended) > MAX_ENDED_KEPT:
             del self._ended[next(iter(self._ended))]
-        await self.close(live)
+        await self.close(live, str(error))
 
     async def watch_deaths(self) -> None:
         """The engine's event stream: a session whose container dies leaves at once (its calls

@@ -135,7 +135,7 @@ def approving(
     def answer() -> None:
         with key.client() as c:
             while not stop.wait(0.2):
-                for pending in c.get("/v1/approvals").json():
+                for pending in c.get("/v1/approvals").json()["items"]:
                     answer = decision if tools is None or pending["tool"] in tools else "deny"
                     r = c.post(f"/v1/approvals/{pending['id']}", json={"decision": answer})
                     if r.status_code == 200:

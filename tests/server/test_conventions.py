@@ -36,7 +36,7 @@ async def test_old_paths_answer_and_a_remote_client_attaches(sqlite_api: Api) ->
         opened = await c.post("/v1/sessions", json={})
         assert opened.status_code == 201, opened.text
         sid = opened.json()["id"]
-        assert (await c.get("/sessions")).json() == (await c.get("/v1/sessions")).json()
+        assert (await c.get("/sessions")).json() == (await c.get("/v1/sessions")).json()["items"]
         task = (await c.post(f"/v1/sessions/{sid}/tasks", json={"command": "echo from before"})).json()["task_id"]
     async with RemoteRuntime(sqlite_api.url, t.token) as rt:
         s = await rt.attach(sid)

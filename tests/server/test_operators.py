@@ -54,15 +54,15 @@ def test_an_admin_key_sees_and_filters_every_tenant_and_closes_sessions(api: Api
             sids[t.tenant_id] = c.post("/v1/sessions", json={}).json()["id"]
             assert c.post(f"/v1/sessions/{sids[t.tenant_id]}/calls", json={"tool": "bash", "args": {"command": "true"}}).json()["ok"]
     with api.admin as admin:
-        every = {s["tenant_id"] for s in admin.get("/v1/sessions").json()}
+        every = {s["tenant_id"] for s in admin.get("/v1/sessions").json()["items"]}
         assert {a.tenant_id, b.tenant_id} <= every
-        only_a = admin.get("/v1/sessions", params={"tenant_id": a.tenant_id}).json()
+        only_a = admin.get("/v1/sessions", params={"tenant_id": a.tenant_id}).json()["items"]
         assert [s["id"] for s in only_a] == [sids[a.tenant_id]]
         audit = admin.get("/v1/audit", params={"order": "newest", "limit": 1000}).json()["items"]
         assert {a.tenant_id, b.tenant_id} <= {e["tenant"] for e in audit}
         b_audit = admin.get("/v1/audit", params={"tenant_id": b.tenant_id}).json()["items"]
         assert b_audit and {e["tenant"] for e in b_audit} == {b.tenant_id}
-        requests = admin.get("/v1/audit/requests", params={"tenant_id": a.tenant_id, "limit": 1000}).json()
+        requests = admin.get("/v1/audit/requests", params={"tenant_id": a.tenant_id, "limit": 1000}).json()["items"]
         assert requests and {r["tenant_id"] for r in requests} == {a.tenant_id}
         assert admin.get("/v1/approvals", params={"state": "expired", "tenant_id": a.tenant_id}).status_code == 200
         assert admin.delete(f"/v1/sessions/{sids[b.tenant_id]}").status_code == 204

@@ -107,6 +107,6 @@ async def test_the_remote_client_speaks_v1_and_attaches(sqlite_api: Api) -> None
         assert (await again.stat("/workspace/kept.txt")).size == 5
         await again.close()
     with t.client() as c:
-        paths = [r["path"] for r in c.get("/v1/audit/requests", params={"limit": 1000}).json()]
+        paths = [r["path"] for r in c.get("/v1/audit/requests", params={"limit": 1000}).json()["items"]]
     print(f"{len(paths)} requests of the remote client: {sorted(set(p.split('/')[-1] for p in paths))}")
     assert len(paths) >= 10 and all(p.startswith("/v1/") for p in paths), paths
