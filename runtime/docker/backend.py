@@ -30,8 +30,10 @@ log = get_logger("caisson.docker")
 
 
 class DockerBackend:
-    def __init__(self, docker_host: str | None = None) -> None:
+    def __init__(self, docker_host: str | None = None, *, soft_disk_watch: bool = False) -> None:
+        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the bench)."""
         self._docker_host = docker_host
+        self._soft_disk_watch = soft_disk_watch
         self._client: docker.DockerClient | None = None
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
@@ -59,7 +61,9 @@ class DockerBackend:
         self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
         self._leases.start()
         # The soft watch only where the engine cannot bound a disk itself.
-        self._disk = DiskWatch(self._client, owner, lambda: {} if self.bounds_disk() else soft_quotas())
+        self._disk = await anyio.to_thread.run_sync(
+            DiskWatch, self._client, lambda: {} if self.bounds_disk() else soft_quotas()
+        )
         self._disk.start()
 
     async def aclose(self) -> None:
@@ -75,9 +79,14 @@ class DockerBackend:
             self._client.close()
             self._client = None
 
+    @property
+    def disk_watch(self) -> DiskWatch | None:
+        """The soft disk watch while the backend is open (its rounds' costs, the sessions it ended)."""
+        return self._disk
+
     def bounds_disk(self) -> bool:
         """Whether the engine bounds a container's disk itself (else the soft watch does)."""
-        return containers.disk_quotas(self.client, strict=False)
+        return containers.disk_quotas(self.client, strict=False, soft_watch=self._soft_disk_watch)
 
     async def facts(self) -> EngineFacts:
         def read() -> EngineFacts:
@@ -92,7 +101,7 @@ class DockerBackend:
                 address=self.address,
                 version=str(version),
                 storage_driver=str(info.get("Driver", "")),
-                disk_quota=containers.quota_mechanism(self.client),
+                disk_quota=None if self._soft_disk_watch else containers.quota_mechanism(self.client),
                 runtimes=sorted((info.get("Runtimes") or {}).keys()),
             )
 
@@ -117,7 +126,10 @@ class DockerBackend:
 
     async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
         made = await anyio.to_thread.run_sync(
-            functools.partial(containers.create_container, self.client, session_id, owner, config, listen=listen)
+            functools.partial(
+                containers.create_container,
+                self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
+            )
         )
         return Sandbox(id=made.id, session_id=session_id, listen=listen)
 
@@ -214,7 +226,7 @@ class DockerBackend:
         )
 
     def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
-        self._pool = WarmPool(self.client, owner, config, size, listen=listen)
+        self._pool = WarmPool(self.client, owner, config, size, listen=listen, soft_disk=self._soft_disk_watch)
         self._pool.start()
 
     def pool_take(self, config: SessionConfig) -> Sandbox | None:

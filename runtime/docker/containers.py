@@ -165,9 +165,15 @@ def _btrfs_quota_mode(info: dict[str, Any]) -> str | None:
     return "btrfs-squota" if mode == "squota" else "btrfs-qgroup"
 
 
-def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
-    """Whether the engine bounds a container's disk. Without it: an error when ``strict``."""
-    mechanism = quota_mechanism(client)
+def disk_quotas(client: docker.DockerClient, *, strict: bool, soft_watch: bool = False) -> bool:
+    """Whether the engine bounds a container's disk (``soft_watch``: the runtime was told to
+    leave that to the host's watch). Without it: an error when ``strict``."""
+    if soft_watch and strict:
+        raise SessionError(
+            "strict_quotas: this runtime bounds disks with the host's soft watch (soft_disk_watch=True), not a "
+            "hard limit: turn one of the two off"
+        )
+    mechanism = None if soft_watch else quota_mechanism(client)
     if mechanism is None and strict:
         raise SessionError(
             "strict_quotas: this engine cannot bound a session's disk (it needs a btrfs data-root with quotas, or "
@@ -188,15 +194,22 @@ def _storage_size(client: docker.DockerClient, image: str, disk: str) -> str:
 
 
 def create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, *, listen: bool = False
+    client: docker.DockerClient,
+    session_id: str,
+    owner: str,
+    config: SessionConfig,
+    *,
+    listen: bool = False,
+    soft_disk: bool = False,
 ) -> CreatedContainer:
-    """``listen``: the daemon also opens its unix socket (the local fast path)."""
+    """``listen``: the daemon also opens its unix socket (the local fast path); ``soft_disk``:
+    no engine disk limit, the host's soft watch bounds it."""
     with engine_errors("creating a sandbox container"):
-        return _create_container(client, session_id, owner, config, listen)
+        return _create_container(client, session_id, owner, config, listen, soft_disk)
 
 
 def _create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool, soft_disk: bool
 ) -> CreatedContainer:
     image = config.image or image_tag()
     injected = not image_carries_daemon(client, image)
@@ -221,7 +234,7 @@ def _create_container(
     kwargs: dict[str, object] = {}
     if config.gvisor:
         kwargs["runtime"] = "runsc"
-    if config.limits.disk and disk_quotas(client, strict=config.strict_quotas):
+    if config.limits.disk and disk_quotas(client, strict=config.strict_quotas, soft_watch=soft_disk):
         kwargs["storage_opt"] = {"size": _storage_size(client, image, config.limits.disk)}
     try:
         container = client.api.create_container(
