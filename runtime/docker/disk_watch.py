@@ -49,13 +49,15 @@ class Round:
 
 
 class DiskWatch(Periodic):
-    def __init__(self, client: docker.DockerClient, watched: Callable[[], dict[str, int]]) -> None:
-        """``watched()`` gives the containers to bound, each with its quota in bytes. Blocking:
-        asks the engine where its layers live."""
+    def __init__(
+        self, client: docker.DockerClient, watched: Callable[[], dict[str, int]], *, figures: bool = True
+    ) -> None:
+        """``watched()`` gives the containers to bound, each with its quota in bytes;
+        ``figures``: see ``LayerSizes``. Blocking: asks the engine where its layers live."""
         super().__init__("caisson-disk", PERIOD)
         self._client = client
         self._watched = watched
-        self.sizes = LayerSizes(client)
+        self.sizes = LayerSizes(client, figures=figures)
         self._engine = ThreadPoolExecutor(ENGINE_WORKERS, thread_name_prefix="caisson-disk-size")
         # Where only the engine can tell: each session's walk in flight, and its last result.
         self._walks: dict[str, Future[tuple[int, float]]] = {}

@@ -42,12 +42,14 @@ def _subvolume_id(path: Path) -> int:
 class LayerSizes:
     """Each container's layer size, by the cheapest figure this engine offers."""
 
-    def __init__(self, client: docker.DockerClient) -> None:
+    def __init__(self, client: docker.DockerClient, *, figures: bool = True) -> None:
+        """``figures``: use the file system's figures where it keeps them (off: only the
+        engine's walk, as on overlay2, to measure and test that path on any engine)."""
         self._client = client
         with engine_errors("asking the engine where its data lives"):
             info = client.info()
         self._root = Path(str(info.get("DockerRootDir") or ""))
-        self._qgroups = self._local_btrfs_qgroups() if info.get("Driver") == "btrfs" else None
+        self._qgroups = self._local_btrfs_qgroups() if figures and info.get("Driver") == "btrfs" else None
         # container id -> its layer's quota group in sysfs (found once).
         self._figures: dict[str, Path] = {}
 
