@@ -190,6 +190,15 @@ class DockerBackend:
     async def remove_snapshot(self, ref: str) -> None:
         await anyio.to_thread.run_sync(containers.remove_snapshot, self.client, ref)
 
+    async def snapshot_bytes(self, ref: str) -> int:
+        return await anyio.to_thread.run_sync(containers.snapshot_bytes, self.client, ref)
+
+    async def layer_bytes(self, container_id: str) -> int:
+        sizes = self._disk.sizes if self._disk is not None else None
+        if sizes is None:
+            raise CaissonError("the Docker backend is not open: use `async with Runtime() as rt`")
+        return await anyio.to_thread.run_sync(sizes.engine, container_id)
+
     async def base_files(self, container_id: str) -> BaseFiles:
         return await anyio.to_thread.run_sync(ImageProbe, self.client, container_id)
 

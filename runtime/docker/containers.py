@@ -416,6 +416,16 @@ def snapshot(client: docker.DockerClient, container_id: str, session_id: str, ow
     return f"{SNAPSHOT_REPO}:{tag}"
 
 
+def snapshot_bytes(client: docker.DockerClient, ref: str) -> int:
+    """The layer the commit added (the newest entry of the image's history); 0 once removed."""
+    try:
+        with engine_errors("sizing a snapshot"):
+            history = client.api.history(ref)
+    except docker.errors.NotFound:
+        return 0
+    return int(history[0].get("Size") or 0) if history else 0
+
+
 def remove_snapshot(client: docker.DockerClient, ref: str) -> None:
     try:
         with engine_errors("removing a snapshot"):

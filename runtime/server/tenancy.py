@@ -19,7 +19,7 @@ from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
 from caisson.runtime import Runtime
 from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
-from caisson.server.quotas import QuotaExceeded, check_memory
+from caisson.server.quotas import QuotaExceeded, check_memory, check_snapshot_disk
 from caisson.server.store import Store
 from caisson.session import Session
 
@@ -267,6 +267,14 @@ class Tenancy:
                 tg.start_soon(self.close, live)
 
     async def snapshot(self, live: Live) -> SnapshotInfo:
+        """Refused when it would take the tenant's snapshots past their disk quota: what the
+        session's layer holds now is what the engine will copy (sparse files expanded)."""
+        tenant = await self.tenant(live.info.tenant_id)
+        if tenant is not None:
+            refs = [await self.snapshot_ref(tenant.id, s.id) for s in await self._store.list_snapshots(tenant.id)]
+            held = sum([await self._rt.backend.snapshot_bytes(ref) for ref in refs])
+            adding = await self._rt.backend.layer_bytes(live.session.container_id)
+            check_snapshot_disk(tenant.quotas, held, adding)
         ref = await self._rt.snapshot(live.session)
         info = SnapshotInfo(
             id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
