@@ -89,6 +89,8 @@ class Tenancy:
         self._egress_closed: dict[str, EgressStats] = {}
         # Sessions that ended by themselves here, recent first out: (tenant, why) for a 410.
         self._ended: dict[str, tuple[str, str]] = {}
+        # One snapshot at a time per tenant: parallel ones must not all pass the disk check.
+        self._snapshotting: dict[str, anyio.Lock] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -269,18 +271,19 @@ class Tenancy:
     async def snapshot(self, live: Live) -> SnapshotInfo:
         """Refused when it would take the tenant's snapshots past their disk quota: what the
         session's layer holds now is what the engine will copy (sparse files expanded)."""
-        tenant = await self.tenant(live.info.tenant_id)
-        if tenant is not None:
-            refs = [await self.snapshot_ref(tenant.id, s.id) for s in await self._store.list_snapshots(tenant.id)]
-            held = sum([await self._rt.backend.snapshot_bytes(ref) for ref in refs])
-            adding = await self._rt.backend.layer_bytes(live.session.container_id)
-            check_snapshot_disk(tenant.quotas, held, adding)
-        ref = await self._rt.snapshot(live.session)
-        info = SnapshotInfo(
-            id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
-        )
-        await self._store.add_snapshot(info, ref)
-        return info
+        async with self._snapshotting.setdefault(live.info.tenant_id, anyio.Lock()):
+            tenant = await self.tenant(live.info.tenant_id)
+            if tenant is not None:
+                refs = [await self.snapshot_ref(tenant.id, s.id) for s in await self._store.list_snapshots(tenant.id)]
+                held = sum([await self._rt.backend.snapshot_bytes(ref) for ref in refs])
+                adding = await self._rt.backend.layer_bytes(live.session.container_id)
+                check_snapshot_disk(tenant.quotas, held, adding)
+            ref = await self._rt.snapshot(live.session)
+            info = SnapshotInfo(
+                id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
+            )
+            await self._store.add_snapshot(info, ref)
+            return info
 
     async def sweep(self) -> None:
         """Close sessions whose container is gone (TTL, idle timeout, killed). The engine is

@@ -4,6 +4,8 @@ quota and the usage, and the engine holds nothing more for it."""
 
 from __future__ import annotations
 
+import threading
+
 import docker
 
 from tests.server.harness import Api
@@ -43,3 +45,30 @@ def test_a_snapshot_past_the_tenants_disk_quota_is_refused(sqlite_api: Api, dock
         again = c.post(f"/sessions/{sid}/snapshot")
         assert again.status_code == 201, again.text
         assert c.delete(f"/sessions/{sid}").status_code == 204
+
+
+def test_parallel_snapshots_do_not_all_pass_the_check(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
+    """Six snapshots asked at once, room for one: the checks must not all see the same usage."""
+    t = sqlite_api.tenant("snaprace", snapshot_disk="100m")
+    with t.client() as c:
+        sids = [open_session(c) for _ in range(3)]
+        for sid in sids:
+            wrote = c.post(f"/sessions/{sid}/exec", json={"command": f"head -c {60 * MB} /dev/urandom > /workspace/a"})
+            assert wrote.json()["exit_code"] == 0, wrote.text
+        statuses: list[int] = []
+
+        def snap(sid: str) -> None:
+            with t.client() as own:
+                statuses.append(own.post(f"/sessions/{sid}/snapshot").status_code)
+
+        threads = [threading.Thread(target=snap, args=(sid,)) for sid in sids * 2]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        landed = statuses.count(201)
+        print(f"parallel snapshots past the quota: tried {len(statuses)}, taken {landed} (room for 1), "
+              f"refused {statuses.count(429)}; landed past the quota {max(0, landed - 1)}")
+        assert landed == 1 and statuses.count(429) == len(statuses) - 1, statuses
+        for sid in sids:
+            assert c.delete(f"/sessions/{sid}").status_code == 204
