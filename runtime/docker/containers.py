@@ -404,13 +404,29 @@ def renew_lease(
 SNAPSHOT_REPO = "caisson/snapshot"
 
 
-def snapshot(client: docker.DockerClient, container_id: str, session_id: str, owner: str, ttl: float) -> str:
-    """Commit a session's file system (paused meanwhile) as a labelled image; its reference."""
-    tag = f"{session_id}-{uuid.uuid4().hex[:8]}"
+# On a snapshot whose sparse files are kept apart (docker/sparse.py): the store's name.
+LABEL_SPARSE = "caisson.sparse"
+
+
+def snapshot_tag(session_id: str) -> str:
+    return f"{session_id}-{uuid.uuid4().hex[:8]}"
+
+
+def snapshot(
+    client: docker.DockerClient, container_id: str, session_id: str, owner: str, ttl: float,
+    *, tag: str | None = None, paused: bool = False, sparse: bool = False,
+) -> str:
+    """Commit a session's file system (paused meanwhile, unless ``paused`` already) as a
+    labelled image; its reference. ``sparse``: its sparse files are kept apart under ``tag``."""
+    tag = tag or snapshot_tag(session_id)
     labels = {LABEL_OWNER: owner, LABEL_EXPIRES: f"{time.time() + ttl:.0f}", "caisson.snapshot_of": session_id}
+    if sparse:
+        labels[LABEL_SPARSE] = tag
     try:
         with engine_errors("taking a snapshot"):
-            client.api.commit(container_id, repository=SNAPSHOT_REPO, tag=tag, conf={"Labels": labels}, pause=True)
+            client.api.commit(
+                container_id, repository=SNAPSHOT_REPO, tag=tag, conf={"Labels": labels}, pause=not paused
+            )
     except docker.errors.APIError as exc:
         raise SessionError(f"Docker could not snapshot session {session_id}: {exc.explanation or exc}") from None
     return f"{SNAPSHOT_REPO}:{tag}"
