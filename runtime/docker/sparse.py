@@ -32,7 +32,8 @@ MANIFEST = "manifest.json"
 
 
 class Stashed(BaseModel):
-    path: str  # relative to the layer's root
+    # Relative to the layer's root, as hex of its bytes: the agent's names need not be UTF-8.
+    path_hex: str
     size: int
     mtime_ns: int
 
@@ -115,7 +116,9 @@ def stash(top: Path, into: Path) -> None:
                 _clone(fd, kept)
             finally:
                 os.close(kept)
-            manifest.files.append(Stashed(path=relative, size=st.st_size, mtime_ns=st.st_mtime_ns))
+            manifest.files.append(
+                Stashed(path_hex=os.fsencode(relative).hex(), size=st.st_size, mtime_ns=st.st_mtime_ns)
+            )
             (into / MANIFEST).write_text(manifest.model_dump_json())
             os.ftruncate(fd, 0)
         finally:
@@ -127,7 +130,7 @@ def put_back(top: Path, kept: Path) -> int:
     snapshot), keeping their times; how many."""
     manifest = Manifest.model_validate_json((kept / MANIFEST).read_text())
     for i, file in enumerate(manifest.files):
-        fd = _open_in(top, file.path, os.O_WRONLY)
+        fd = _open_in(top, os.fsdecode(bytes.fromhex(file.path_hex)), os.O_WRONLY)
         try:
             src = os.open(kept / str(i), os.O_RDONLY)
             try:
