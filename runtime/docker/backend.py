@@ -135,7 +135,8 @@ class DockerBackend:
             try:
                 await anyio.to_thread.run_sync(self._sparse_files_in, made.id, made.image)
             except BaseException:
-                await self.remove(made.id)
+                with anyio.CancelScope(shield=True):
+                    await self.remove(made.id)
                 raise
         return Sandbox(id=made.id, session_id=session_id, listen=listen)
 
