@@ -219,8 +219,11 @@ class DockerBackend:
             return containers.snapshot(client, container_id, session_id, owner, ttl)
         tag = containers.snapshot_tag(session_id)
         kept = sparse.store(root, tag)
-        with containers.engine_errors("pausing a session for its snapshot"):
-            client.api.pause(container_id)
+        try:
+            with containers.engine_errors("pausing a session for its snapshot"):
+                client.api.pause(container_id)
+        except docker.errors.APIError as exc:
+            raise SessionError(f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}") from None
         try:
             try:
                 sparse.stash(top, kept)
