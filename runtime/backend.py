@@ -172,6 +172,14 @@ class Backend(Protocol):
 
     async def remove_snapshot(self, ref: str) -> None: ...
 
+    async def snapshot_bytes(self, ref: str) -> int:
+        """The engine disk a snapshot holds beyond the image it was made from (0 once removed)."""
+        ...
+
+    async def layer_bytes(self, container_id: str) -> int:
+        """What a snapshot of the container now would copy (its writable layer's files)."""
+        ...
+
     async def base_files(self, container_id: str) -> BaseFiles: ...
 
     async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:

@@ -171,6 +171,13 @@ class RuntimeConfig(BaseModel):
         description="audit log and other host-side state",
     )
     start_timeout: float = Field(30.0, gt=0, description="seconds for a new container's daemon to answer")
+    soft_disk_watch: bool = Field(
+        False,
+        description=(
+            "bound limits.disk with the host's soft watch even where the engine has a hard limit (to test and "
+            "measure the watch); sessions with strict_quotas are then refused"
+        ),
+    )
     egress_hosts: dict[str, str] = Field(
         default_factory=dict,
         description=(

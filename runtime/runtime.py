@@ -39,7 +39,7 @@ class Runtime:
         if backend is None:
             from caisson.docker.backend import DockerBackend  # the engine's client loads only when used
 
-            backend = DockerBackend(self.config.docker_host)
+            backend = DockerBackend(self.config.docker_host, soft_disk_watch=self.config.soft_disk_watch)
         self.backend: Backend = backend
         self._open = False
         self._sessions: dict[str, Session] = {}

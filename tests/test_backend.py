@@ -165,6 +165,12 @@ class ProcessBackend:
     async def remove_snapshot(self, ref: str) -> None:
         self.snapshots.remove(ref)
 
+    async def snapshot_bytes(self, ref: str) -> int:
+        return 0
+
+    async def layer_bytes(self, container_id: str) -> int:
+        return 0
+
     async def base_files(self, container_id: str) -> Files:
         return Files({"start.txt": b"as made\n"})
 

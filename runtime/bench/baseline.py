@@ -11,10 +11,14 @@ from caisson.errors import CaissonError
 from caisson.runtime import Runtime
 
 
-def docker_client(rt: Runtime) -> docker.DockerClient:
+def docker_backend(rt: Runtime) -> DockerBackend:
     if not isinstance(rt.backend, DockerBackend):
         raise CaissonError("caisson bench compares with Docker's own commands: it needs the Docker backend")
-    return rt.backend.client
+    return rt.backend
+
+
+def docker_client(rt: Runtime) -> docker.DockerClient:
+    return docker_backend(rt).client
 
 
 def default_image() -> str:

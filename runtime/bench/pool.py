@@ -17,7 +17,7 @@ from caisson.runtime import Runtime
 BURST = 100
 
 
-async def _to_first_command(rt: Runtime, samples: list[float]) -> None:
+async def to_first_command(rt: Runtime, samples: list[float]) -> None:
     started = time.perf_counter()
     s = await rt.open_session()
     try:
@@ -45,12 +45,12 @@ async def bench_pool(iterations: int, state_dir: str | None = None) -> dict[str,
         pooled: list[float] = []
         for _ in range(n):
             await rt.pool_ready()
-            await _to_first_command(rt, pooled)
+            await to_first_command(rt, pooled)
         result["pool_acquire_to_first_command"] = summarize(pooled)
         cold: list[float] = []
         async with Runtime(RuntimeConfig(**base, gc_on_start=False)) as plain:
             for _ in range(n):
-                await _to_first_command(plain, cold)
+                await to_first_command(plain, cold)
         result["cold_start_to_first_command"] = summarize(cold)
         result["raw_docker_create_start_exec_baseline"] = await anyio.to_thread.run_sync(
             lambda: measure_sync(lambda: _raw_docker(docker_client(rt)), n, warmup=1)
@@ -63,7 +63,7 @@ async def bench_pool(iterations: int, state_dir: str | None = None) -> dict[str,
         full = await rt.pool_ready(timeout=600)
         fill_seconds = time.perf_counter() - fill_started
         samples: list[float] = []
-        wall, failures = await burst(BURST, lambda _: _to_first_command(rt, samples))
+        wall, failures = await burst(BURST, lambda _: to_first_command(rt, samples))
         result["burst_from_full_pool"] = {
             "sessions": BURST,
             "pool_was_full": full,

@@ -15,12 +15,12 @@ import docker
 
 from caisson.backend import BaseFiles, EngineFacts, Reaped, Sandbox, SandboxRow
 from caisson.config import SessionConfig
-from caisson.docker import containers, images, reaper
+from caisson.docker import containers, images, reaper, sparse
 from caisson.docker.disk_watch import DiskWatch
 from caisson.docker.image_files import ImageProbe
 from caisson.docker.lease import LeaseKeeper
 from caisson.docker.pool import WarmPool
-from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError
+from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from caisson.logs import get_logger
 from caisson.transport import unix
 from caisson.transport.attach import AttachStream, open_attach
@@ -30,8 +30,10 @@ log = get_logger("caisson.docker")
 
 
 class DockerBackend:
-    def __init__(self, docker_host: str | None = None) -> None:
+    def __init__(self, docker_host: str | None = None, *, soft_disk_watch: bool = False) -> None:
+        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the bench)."""
         self._docker_host = docker_host
+        self._soft_disk_watch = soft_disk_watch
         self._client: docker.DockerClient | None = None
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
@@ -59,7 +61,9 @@ class DockerBackend:
         self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
         self._leases.start()
         # The soft watch only where the engine cannot bound a disk itself.
-        self._disk = DiskWatch(self._client, owner, lambda: {} if self.bounds_disk() else soft_quotas())
+        self._disk = await anyio.to_thread.run_sync(
+            DiskWatch, self._client, lambda: {} if self.bounds_disk() else soft_quotas()
+        )
         self._disk.start()
 
     async def aclose(self) -> None:
@@ -75,9 +79,14 @@ class DockerBackend:
             self._client.close()
             self._client = None
 
+    @property
+    def disk_watch(self) -> DiskWatch | None:
+        """The soft disk watch while the backend is open (its rounds' costs, the sessions it ended)."""
+        return self._disk
+
     def bounds_disk(self) -> bool:
         """Whether the engine bounds a container's disk itself (else the soft watch does)."""
-        return containers.disk_quotas(self.client, strict=False)
+        return containers.disk_quotas(self.client, strict=False, soft_watch=self._soft_disk_watch)
 
     async def facts(self) -> EngineFacts:
         def read() -> EngineFacts:
@@ -92,7 +101,7 @@ class DockerBackend:
                 address=self.address,
                 version=str(version),
                 storage_driver=str(info.get("Driver", "")),
-                disk_quota=containers.quota_mechanism(self.client),
+                disk_quota=None if self._soft_disk_watch else containers.quota_mechanism(self.client),
                 runtimes=sorted((info.get("Runtimes") or {}).keys()),
             )
 
@@ -117,9 +126,32 @@ class DockerBackend:
 
     async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
         made = await anyio.to_thread.run_sync(
-            functools.partial(containers.create_container, self.client, session_id, owner, config, listen=listen)
+            functools.partial(
+                containers.create_container,
+                self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
+            )
         )
+        if made.image.startswith(containers.SNAPSHOT_REPO + ":"):
+            try:
+                await anyio.to_thread.run_sync(self._sparse_files_in, made.id, made.image)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.remove(made.id)
+                raise
         return Sandbox(id=made.id, session_id=session_id, listen=listen)
+
+    def _sparse_files_in(self, container_id: str, image: str) -> None:
+        """A container made from a snapshot whose sparse files were kept apart gets them, before it starts."""
+        with containers.engine_errors("reading a snapshot's labels"):
+            labels = (self.client.api.inspect_image(image).get("Config") or {}).get("Labels") or {}
+        tag = labels.get(containers.LABEL_SPARSE)
+        if tag is None:
+            return
+        root = sparse.engine_root(self.client)
+        top = sparse.layer(root, container_id) if root is not None else None
+        if root is None or top is None or not sparse.store(root, tag).is_dir():
+            raise SessionError(f"snapshot {image} keeps its sparse files beside the engine's layers, and they are gone")
+        sparse.put_back(top, sparse.store(root, tag))
 
     async def attach(self, container_id: str, *, timeout: float) -> ByteTransport:
         return await open_attach(self.address, self.client.api.api_version, container_id, timeout=timeout)
@@ -173,10 +205,64 @@ class DockerBackend:
         )
 
     async def snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
-        return await anyio.to_thread.run_sync(containers.snapshot, self.client, container_id, session_id, owner, ttl)
+        return await anyio.to_thread.run_sync(self._snapshot, container_id, session_id, owner, ttl)
+
+    def _snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
+        """A commit; on a local btrfs engine (runc: gVisor keeps its writes off the layer) the
+        sparse files are kept apart while it runs (docker/sparse.py), the container paused throughout."""
+        client = self.client
+        with containers.engine_errors("taking a snapshot"):
+            runtime = (client.api.inspect_container(container_id).get("HostConfig") or {}).get("Runtime")
+        root = sparse.engine_root(client) if runtime != "runsc" else None
+        top = sparse.layer(root, container_id) if root is not None else None
+        if root is None or top is None:
+            return containers.snapshot(client, container_id, session_id, owner, ttl)
+        tag = containers.snapshot_tag(session_id)
+        kept = sparse.store(root, tag)
+        try:
+            with containers.engine_errors("pausing a session for its snapshot"):
+                client.api.pause(container_id)
+        except docker.errors.APIError as exc:
+            raise SessionError(f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}") from None
+        try:
+            try:
+                sparse.stash(top, kept)
+                ref = containers.snapshot(client, container_id, session_id, owner, ttl, tag=tag, paused=True, sparse=True)
+            except BaseException:
+                if kept.is_dir():
+                    sparse.put_back(top, kept)
+                sparse.remove(root, tag)
+                raise
+            sparse.put_back(top, kept)
+            return ref
+        finally:
+            with containers.engine_errors("resuming a session after its snapshot"):
+                client.api.unpause(container_id)
 
     async def remove_snapshot(self, ref: str) -> None:
-        await anyio.to_thread.run_sync(containers.remove_snapshot, self.client, ref)
+        def remove() -> None:
+            containers.remove_snapshot(self.client, ref)
+            root = sparse.engine_root(self.client)
+            if root is not None and ref.startswith(containers.SNAPSHOT_REPO + ":"):
+                sparse.remove(root, ref.split(":", 1)[1])
+
+        await anyio.to_thread.run_sync(remove)
+
+    async def snapshot_bytes(self, ref: str) -> int:
+        def size() -> int:
+            root = sparse.engine_root(self.client)
+            kept = sparse.store(root, ref.split(":", 1)[1]) if root is not None and ":" in ref else None
+            return containers.snapshot_bytes(self.client, ref) + (sparse.allocated(kept) if kept is not None else 0)
+
+        return await anyio.to_thread.run_sync(size)
+
+    async def layer_bytes(self, container_id: str) -> int:
+        sizes = self._disk.sizes if self._disk is not None else None
+        if sizes is None:
+            raise CaissonError("the Docker backend is not open: use `async with Runtime() as rt`")
+        # The file system's allocated figure where it keeps one (sparse files' holes are not
+        # copied there), else the engine's apparent sizes (what its commit copies).
+        return await anyio.to_thread.run_sync(lambda: sizes.quick(container_id) or sizes.engine(container_id))
 
     async def base_files(self, container_id: str) -> BaseFiles:
         return await anyio.to_thread.run_sync(ImageProbe, self.client, container_id)
@@ -214,7 +300,7 @@ class DockerBackend:
         )
 
     def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
-        self._pool = WarmPool(self.client, owner, config, size, listen=listen)
+        self._pool = WarmPool(self.client, owner, config, size, listen=listen, soft_disk=self._soft_disk_watch)
         self._pool.start()
 
     def pool_take(self, config: SessionConfig) -> Sandbox | None:

@@ -165,9 +165,15 @@ def _btrfs_quota_mode(info: dict[str, Any]) -> str | None:
     return "btrfs-squota" if mode == "squota" else "btrfs-qgroup"
 
 
-def disk_quotas(client: docker.DockerClient, *, strict: bool) -> bool:
-    """Whether the engine bounds a container's disk. Without it: an error when ``strict``."""
-    mechanism = quota_mechanism(client)
+def disk_quotas(client: docker.DockerClient, *, strict: bool, soft_watch: bool = False) -> bool:
+    """Whether the engine bounds a container's disk (``soft_watch``: the runtime was told to
+    leave that to the host's watch). Without it: an error when ``strict``."""
+    if soft_watch and strict:
+        raise SessionError(
+            "strict_quotas: this runtime bounds disks with the host's soft watch (soft_disk_watch=True), not a "
+            "hard limit: turn one of the two off"
+        )
+    mechanism = None if soft_watch else quota_mechanism(client)
     if mechanism is None and strict:
         raise SessionError(
             "strict_quotas: this engine cannot bound a session's disk (it needs a btrfs data-root with quotas, or "
@@ -188,15 +194,22 @@ def _storage_size(client: docker.DockerClient, image: str, disk: str) -> str:
 
 
 def create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, *, listen: bool = False
+    client: docker.DockerClient,
+    session_id: str,
+    owner: str,
+    config: SessionConfig,
+    *,
+    listen: bool = False,
+    soft_disk: bool = False,
 ) -> CreatedContainer:
-    """``listen``: the daemon also opens its unix socket (the local fast path)."""
+    """``listen``: the daemon also opens its unix socket (the local fast path); ``soft_disk``:
+    no engine disk limit, the host's soft watch bounds it."""
     with engine_errors("creating a sandbox container"):
-        return _create_container(client, session_id, owner, config, listen)
+        return _create_container(client, session_id, owner, config, listen, soft_disk)
 
 
 def _create_container(
-    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool
+    client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool, soft_disk: bool
 ) -> CreatedContainer:
     image = config.image or image_tag()
     injected = not image_carries_daemon(client, image)
@@ -221,7 +234,7 @@ def _create_container(
     kwargs: dict[str, object] = {}
     if config.gvisor:
         kwargs["runtime"] = "runsc"
-    if config.limits.disk and disk_quotas(client, strict=config.strict_quotas):
+    if config.limits.disk and disk_quotas(client, strict=config.strict_quotas, soft_watch=soft_disk):
         kwargs["storage_opt"] = {"size": _storage_size(client, image, config.limits.disk)}
     try:
         container = client.api.create_container(
@@ -391,16 +404,42 @@ def renew_lease(
 SNAPSHOT_REPO = "caisson/snapshot"
 
 
-def snapshot(client: docker.DockerClient, container_id: str, session_id: str, owner: str, ttl: float) -> str:
-    """Commit a session's file system (paused meanwhile) as a labelled image; its reference."""
-    tag = f"{session_id}-{uuid.uuid4().hex[:8]}"
+# On a snapshot whose sparse files are kept apart (docker/sparse.py): the store's name.
+LABEL_SPARSE = "caisson.sparse"
+
+
+def snapshot_tag(session_id: str) -> str:
+    return f"{session_id}-{uuid.uuid4().hex[:8]}"
+
+
+def snapshot(
+    client: docker.DockerClient, container_id: str, session_id: str, owner: str, ttl: float,
+    *, tag: str | None = None, paused: bool = False, sparse: bool = False,
+) -> str:
+    """Commit a session's file system (paused meanwhile, unless ``paused`` already) as a
+    labelled image; its reference. ``sparse``: its sparse files are kept apart under ``tag``."""
+    tag = tag or snapshot_tag(session_id)
     labels = {LABEL_OWNER: owner, LABEL_EXPIRES: f"{time.time() + ttl:.0f}", "caisson.snapshot_of": session_id}
+    if sparse:
+        labels[LABEL_SPARSE] = tag
     try:
         with engine_errors("taking a snapshot"):
-            client.api.commit(container_id, repository=SNAPSHOT_REPO, tag=tag, conf={"Labels": labels}, pause=True)
+            client.api.commit(
+                container_id, repository=SNAPSHOT_REPO, tag=tag, conf={"Labels": labels}, pause=not paused
+            )
     except docker.errors.APIError as exc:
         raise SessionError(f"Docker could not snapshot session {session_id}: {exc.explanation or exc}") from None
     return f"{SNAPSHOT_REPO}:{tag}"
+
+
+def snapshot_bytes(client: docker.DockerClient, ref: str) -> int:
+    """The layer the commit added (the newest entry of the image's history); 0 once removed."""
+    try:
+        with engine_errors("sizing a snapshot"):
+            history = client.api.history(ref)
+    except docker.errors.NotFound:
+        return 0
+    return int(history[0].get("Size") or 0) if history else 0
 
 
 def remove_snapshot(client: docker.DockerClient, ref: str) -> None:

@@ -15,6 +15,10 @@ class Periodic(ABC):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
+    @property
+    def period(self) -> float:
+        return self._period
+
     def start(self) -> None:
         self._thread.start()
 

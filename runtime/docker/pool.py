@@ -45,10 +45,18 @@ def shape(config: SessionConfig) -> str:
 
 class WarmPool:
     def __init__(
-        self, client: docker.DockerClient, owner: str, config: SessionConfig, size: int, *, listen: bool = False
+        self,
+        client: docker.DockerClient,
+        owner: str,
+        config: SessionConfig,
+        size: int,
+        *,
+        listen: bool = False,
+        soft_disk: bool = False,
     ) -> None:
         self.config = config
         self._listen = listen
+        self._soft_disk = soft_disk
         self.size = size
         self._client = client
         self._owner = owner
@@ -128,7 +136,7 @@ class WarmPool:
         created = None
         try:
             created = containers.create_container(
-                self._client, new_session_id(), self._owner, self.config, listen=self._listen
+                self._client, new_session_id(), self._owner, self.config, listen=self._listen, soft_disk=self._soft_disk
             )
             containers.start_container(self._client, created.id)
             if self._listen:

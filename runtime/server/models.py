@@ -91,6 +91,9 @@ class Quotas(_Body):
     max_sessions: int = Field(10, ge=0, le=10_000, description="sessions open at once")
     max_memory: str = Field("2g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="largest memory limit of one session")
     calls_per_minute: int = Field(600, ge=0, le=1_000_000, description="session operations a minute, all sessions")
+    snapshot_disk: str = Field(
+        "20g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="engine disk all of the tenant's snapshots (forks' too) may hold"
+    )
     images: list[str] | None = Field(None, description="images a session may use; None: the default image only")
     profiles: list[str] | None = Field(None, description="profiles a session may use; None: any")
     gvisor: Literal["never", "allowed", "always"] = Field(

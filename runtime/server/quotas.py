@@ -1,5 +1,6 @@
-"""Per-tenant quotas: sessions open at once, memory per session, operations per minute. A
-refusal is a :class:`QuotaExceeded`, answered 429 with a Retry-After the client can honour."""
+"""Per-tenant quotas: sessions open at once, memory per session, operations per minute, the
+disk its snapshots hold. A refusal is a :class:`QuotaExceeded`, answered 429 with a
+Retry-After the client can honour."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def check_memory(quotas: Quotas, requested: str) -> None:
         raise QuotaExceeded(
             "memory",
             f"a session of this tenant may have at most {quotas.max_memory} of memory; {requested} was asked",
+            retry_after=60,
+        )
+
+
+def check_snapshot_disk(quotas: Quotas, held: int, adding: int) -> None:
+    """``held``: what the tenant's snapshots hold on the engine; ``adding``: what a new one would copy."""
+    if held + adding > parse_bytes(quotas.snapshot_disk):
+        raise QuotaExceeded(
+            "snapshot_disk",
+            f"this tenant's snapshots and forks may hold {quotas.snapshot_disk} of engine disk (snapshot_disk); "
+            f"they hold {held / 2**20:.0f} MiB and this snapshot would add {adding / 2**20:.0f} MiB: "
+            "snapshots are kept until the server stops, so ask its operator for a larger snapshot_disk",
             retry_after=60,
         )
 

@@ -376,6 +376,11 @@ class Store:
         ref = data.pop("ref")
         return SnapshotInfo.model_validate(data), ref
 
+    async def snapshot_refs(self, tenant_id: str) -> list[str]:
+        """The engine references of every snapshot the tenant holds (for its disk quota)."""
+        stmt = sa.select(snapshots.c.ref).where(snapshots.c.tenant_id == tenant_id)
+        return list(await self._run(lambda c: c.execute(stmt).scalars().all()))
+
     async def list_snapshots(
         self, tenant_id: str, *, after: Key | None = None, newest_first: bool = False, limit: int = 100
     ) -> list[tuple[str, SnapshotInfo]]:

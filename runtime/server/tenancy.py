@@ -19,7 +19,7 @@ from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
 from caisson.runtime import Runtime
 from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
-from caisson.server.quotas import QuotaExceeded, check_memory
+from caisson.server.quotas import QuotaExceeded, check_memory, check_snapshot_disk
 from caisson.server.store import CLOSED_ON_REQUEST, Store
 from caisson.session import Session
 
@@ -91,6 +91,8 @@ class Tenancy:
         self._egress_closed: dict[str, EgressStats] = {}
         # Sessions that ended by themselves here, recent first out: (tenant, why) for a 410.
         self._ended: dict[str, tuple[str, str]] = {}
+        # One snapshot at a time per tenant: parallel ones must not all pass the disk check.
+        self._snapshotting: dict[str, anyio.Lock] = {}
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -269,12 +271,20 @@ class Tenancy:
                 tg.start_soon(self.close, live)
 
     async def snapshot(self, live: Live) -> SnapshotInfo:
-        ref = await self._rt.snapshot(live.session)
-        info = SnapshotInfo(
-            id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
-        )
-        await self._store.add_snapshot(info, ref)
-        return info
+        """Refused when it would take the tenant's snapshots past their disk quota: what the
+        session's layer holds now is what the engine will copy (sparse files expanded)."""
+        async with self._snapshotting.setdefault(live.info.tenant_id, anyio.Lock()):
+            tenant = await self.tenant(live.info.tenant_id)
+            if tenant is not None:
+                held = sum([await self._rt.backend.snapshot_bytes(ref) for ref in await self._store.snapshot_refs(tenant.id)])
+                adding = await self._rt.backend.layer_bytes(live.session.container_id)
+                check_snapshot_disk(tenant.quotas, held, adding)
+            ref = await self._rt.snapshot(live.session)
+            info = SnapshotInfo(
+                id="snap-" + secrets.token_hex(8), tenant_id=live.info.tenant_id, session_id=live.info.id, created=time.time()
+            )
+            await self._store.add_snapshot(info, ref)
+            return info
 
     async def sweep(self) -> None:
         """Close sessions whose container is gone (TTL, idle timeout, killed). The engine is

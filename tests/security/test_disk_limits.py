@@ -32,7 +32,8 @@ WRITERS = {
     "dd 4 GiB": "dd if=/dev/zero of=big bs=1M count=4096",
     "4 parallel dd": "for i in 1 2 3 4; do dd if=/dev/zero of=big$i bs=1M count=1024 & done; wait",
     "fallocate 9 x 1 GiB": "for i in 1 2 3 4 5 6 7 8 9; do fallocate -l 1G f$i; done",
-    "fallocate --keep-size 3 x 2 GiB": "for i in 1 2 3; do fallocate --keep-size -l 2G k$i; done",
+    # keep-size opens without O_CREAT: the file must exist first, or nothing is allocated.
+    "fallocate --keep-size 3 x 2 GiB": "for i in 1 2 3; do touch k$i; fallocate --keep-size -l 2G k$i; done",
     # Held open while the host measures (spawned, see HELD): its space is freed at exit.
     "a deleted file kept open": (
         "python3 -c \"import os, sys, time\nf=open('gone','wb'); os.unlink('gone')\nb=bytes(1<<20)\n"
