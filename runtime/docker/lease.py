@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
@@ -23,6 +24,9 @@ log = get_logger("caisson.lease")
 # Renewals per grace period: one lost or late renewal must not end a session.
 RENEWALS_PER_GRACE = 4
 TICK = 1.0
+# Renewals at once: each is an engine call that takes up to seconds on a loaded host, so one
+# after another, 50 sessions' renewals outlasted their 60 s grace and idle sessions ended.
+RENEWERS = 8
 
 
 class LeaseKeeper(Periodic):
@@ -33,18 +37,30 @@ class LeaseKeeper(Periodic):
         self._client = client
         self._leased = leased
         self._renewed: dict[str, float] = {}
+        self._workers = ThreadPoolExecutor(max_workers=RENEWERS, thread_name_prefix="caisson-lease")
+
+    def stop(self) -> None:
+        super().stop()
+        self._workers.shutdown(wait=True, cancel_futures=True)
 
     def tick(self) -> None:
         now = time.monotonic()
         leased = self._leased()
-        for container_id, (grace, gvisor) in leased.items():
-            if now - self._renewed.get(container_id, 0.0) < grace / RENEWALS_PER_GRACE:
-                continue
-            try:
-                containers.renew_lease(self._client, container_id, gvisor=gvisor)
-            except Exception as exc:  # an engine hiccup: the next tick tries again
-                log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
-                continue
-            self._renewed[container_id] = now
+        due = sorted(
+            (c for c, (grace, _) in leased.items() if now - self._renewed.get(c, 0.0) >= grace / RENEWALS_PER_GRACE),
+            key=lambda c: self._renewed.get(c, 0.0),  # the most overdue first
+        )
+        renewed = self._workers.map(lambda c: self._renew(c, gvisor=leased[c][1]), due)
+        for container_id, ok in zip(due, renewed, strict=True):
+            if ok:
+                self._renewed[container_id] = now
         for gone in set(self._renewed) - set(leased):
             del self._renewed[gone]
+
+    def _renew(self, container_id: str, *, gvisor: bool) -> bool:
+        try:
+            containers.renew_lease(self._client, container_id, gvisor=gvisor)
+        except Exception as exc:  # an engine hiccup: the next tick tries again
+            log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
+            return False
+        return True

@@ -1,0 +1,43 @@
+"""Lease renewals keep pace with many sessions on a slow engine: each renewal is an engine
+call that took up to seconds on a loaded host, and made one after another, 50 sessions'
+renewals outlasted their grace, so idle sessions ended by themselves. The engine's slowness is
+stood in (a real engine cannot be made slow on demand); the keeper is the real one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from caisson.docker import containers, lease
+
+SESSIONS = 40
+RENEWAL_SECONDS = 0.5  # one engine call on a loaded host
+GRACE = 8.0
+
+
+def test_every_lease_is_renewed_within_its_grace_with_a_slow_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    renewals: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    def slow_renewal(client: object, container_id: str, *, gvisor: bool) -> None:
+        time.sleep(RENEWAL_SECONDS)
+        with lock:
+            renewals.setdefault(container_id, []).append(time.monotonic())
+
+    monkeypatch.setattr(containers, "renew_lease", slow_renewal)
+    leased = {f"c{i:02d}": (GRACE, False) for i in range(SESSIONS)}
+    keeper = lease.LeaseKeeper(None, lambda: leased)  # type: ignore[arg-type]
+    started = time.monotonic()
+    keeper.start()
+    time.sleep(3 * GRACE)
+    keeper.stop()
+    ended = time.monotonic()
+    # The longest any session went without a renewal, from the keeper's start to its stop.
+    worst = max(
+        max(b - a for a, b in zip([started, *times], [*times, ended], strict=True)) for times in renewals.values()
+    )
+    print(f"{SESSIONS} leases, {RENEWAL_SECONDS} s per renewal: longest without one {worst:.1f} s (grace {GRACE} s)")
+    assert len(renewals) == SESSIONS
+    assert worst < GRACE
