@@ -1,4 +1,7 @@
-"""Size limits shared by the ops: what fits into one reply."""
+"""Limits shared by the ops: what fits into one reply, and how many processes a session may
+run where the daemon bounds them (gVisor: see ``pidwatch``)."""
+
+import os
 
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER
 
@@ -6,3 +9,5 @@ from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER
 MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
 # Budget for the JSON of a listing in a reply header (the rest of the header is small).
 MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
+# Processes the session may hold under gVisor (0: bounded by the kernel's pids cgroup alone).
+PROCESSES = int(os.environ.get("CAISSON_PROCESSES") or 0)
