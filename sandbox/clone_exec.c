@@ -12,6 +12,11 @@
  * ENOSYS where the kernel ignores CLONE_PARENT (gVisor: the daemon then forks clones in
  * Python itself, since a fork is on each command's path there anyway).
  *
+ * Run as "clone-exec clone N" with fd 3 its socket, it is one such clone, started by the
+ * daemon itself with posix_spawn (a vfork, so nothing of the daemon's memory is copied)
+ * where the kernel ignores CLONE_PARENT (gVisor); N > 0 is the RLIMIT_NPROC its command
+ * gets when it runs as a user other than root (pidwatch.py).
+ *
  * A clone receives one request (clone_request.py has the format) with the command's
  * descriptors as SCM_RIGHTS, sets it up and execs it. It answers nothing (end of file when
  * execve closes the socket), or the failing stage (1 byte) and its errno (4 bytes,
@@ -29,6 +34,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -84,8 +90,9 @@ static char **strings(char **at, char *end, uint32_t n) {
 }
 
 /* A clone, its socket on SOCK: what needs no request first, then wait for the command,
- * set it up and exec it, or report the failing stage. Never returns. */
-static void clone_main(int devnull) {
+ * set it up and exec it, or report the failing stage (``processes``: its RLIMIT_NPROC as a
+ * user other than root, 0 for none). Never returns. */
+static void clone_main(int devnull, rlim_t processes) {
     if (fcntl(SOCK, F_SETFD, FD_CLOEXEC) != 0)
         fail(STAGE_SETUP, errno);
     (void)setsid();
@@ -205,6 +212,10 @@ static void clone_main(int devnull) {
             fail(STAGE_CONFINE, errno);
     }
     if (flags & HAS_IDS) {
+        /* Set as root: the agent cannot raise it again. */
+        struct rlimit nproc = {processes, processes};
+        if (processes > 0 && uid != 0 && setrlimit(RLIMIT_NPROC, &nproc) != 0)
+            fail(STAGE_CREDS, errno);
         if (setgroups(ngroups, groups) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
             fail(STAGE_CREDS, errno);
     }
@@ -263,7 +274,7 @@ static void spawner_main(int devnull) {
                     _exit(127);
                 close(pair[1]);
             }
-            clone_main(devnull);
+            clone_main(devnull, 0);
         }
         int err = pid < 0 ? errno : 0;
         close(pair[1]);
@@ -279,10 +290,12 @@ static void spawner_main(int devnull) {
     _exit(0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull < 0)
         _exit(127);
+    if (argc > 2 && strcmp(argv[1], "clone") == 0)
+        clone_main(devnull, (rlim_t)strtoul(argv[2], NULL, 10));
     spawner_main(devnull);
     return 0;
 }

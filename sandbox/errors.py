@@ -18,6 +18,7 @@ CODES = frozenset(
         "not_executable",
         "no_such_user",
         "output_limit",
+        "process_limit",
         "exists",
         "not_a_directory",
         "is_a_directory",

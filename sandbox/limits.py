@@ -1,4 +1,7 @@
-"""Size limits shared by the ops: what fits into one reply."""
+"""Limits shared by the ops: what fits into one reply, and how many processes a session may
+run where the daemon bounds them (gVisor: see ``pidwatch``)."""
+
+import os
 
 from .protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_HEADER
 
@@ -8,3 +11,5 @@ MAX_BLOB = DEFAULT_MAX_FRAME - 2 * 1024 * 1024
 MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
 # Most output a background task may keep per stream.
 MAX_OUTPUT_MAX = 1024 * 1024 * 1024
+# Processes the session may hold under gVisor (0: bounded by the kernel's pids cgroup alone).
+PROCESSES = int(os.environ.get("CAISSON_PROCESSES") or 0)

@@ -29,7 +29,8 @@ class Proc:
         self.exit_code: Optional[int] = None
         self.signal: Optional[int] = None
         self.timed_out = False
-        self.out_of_memory = False  # killed by the memory watch (memwatch)
+        # Why a resource watch killed it (reclaim): "out_of_memory" or "process_limit".
+        self.exhausted: Optional[str] = None
         self.confined: Optional[bool] = None  # asked to be confined: whether Landlock applies
         self.started = time.time()
         self.ended: Optional[float] = None
@@ -44,7 +45,7 @@ class Proc:
             "exit_code": self.exit_code,
             "signal": self.signal,
             "timed_out": self.timed_out,
-            **({"out_of_memory": True} if self.out_of_memory else {}),
+            **({self.exhausted: True} if self.exhausted else {}),
         }
 
     def finish_locked(self) -> None:

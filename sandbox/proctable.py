@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-from . import memwatch, views
+from . import memwatch, pidwatch, views
 from .errors import DaemonError
 from .ioloop import IOLoop
 from .landlock import ruleset_for
@@ -51,7 +51,7 @@ class ProcessTable:
         self._task_ids = itertools.count(1)
         self._tasks_lock = threading.Lock()
         threading.Thread(target=self._reap, name="caisson-reaper", daemon=True).start()
-        memwatch.start(self)
+        self._watching = False  # the resource watches of gVisor (memwatch, pidwatch) run
 
     # -- starting
 
@@ -74,9 +74,14 @@ class ProcessTable:
                 if not proc.confined and views.usable():  # no Landlock here (gVisor)
                     root, proc.confined = views.view_for(spec.confine), True
             with self.spawn_lock:
+                pidwatch.check(self.spawner)
                 proc.t0 = time.monotonic()
                 proc.started = time.time()
                 proc.pid, proc.marker = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset, root)
+                if self.spawner.marks and not self._watching:  # found to run under gVisor
+                    self._watching = True
+                    memwatch.start(self)
+                    pidwatch.start(self)
                 proc.stdin_fd = in_w
                 self.live[proc.pid] = proc
                 # Registered before the reaper (which needs this lock) can report the

@@ -13,9 +13,10 @@ Where the image carries clone-exec (a small static program built from clone_exec
 spawner execs it at once: it then clones a process of a few pages, not a copy of the
 daemon's interpreter, and each clone sets its command up in native code, so the daemon's
 wait for a command is one short execve. Without it (no C compiler on the host that made
-the image, or another architecture) the same steps run in Python, and so do the clones
-the daemon forks itself where the kernel ignores CLONE_PARENT (gVisor): there the fork is
-on each command's path anyway, and an exec of clone-exec on top of it would only add one.
+the image, or another architecture) the same steps run in Python. Where the kernel ignores
+CLONE_PARENT (gVisor) the daemon makes the clones itself: clone-exec started with
+posix_spawn (a vfork, nothing of the daemon copied), made ahead like the spawner's, or
+without clone-exec a fork of the daemon at each command.
 
 Daemon to spawner: one byte, "make the next clone". Spawner to daemon: the clone's pid and
 errno (0: made), and the daemon's end of the clone's socket as SCM_RIGHTS. Daemon to a
@@ -24,19 +25,22 @@ nothing (end of file when exec closed the socket), or the stage that failed and 
 """
 
 import array
+import collections
 import contextlib
 import errno
 import fcntl
 import gc
 import itertools
 import os
+import resource
 import signal
 import socket
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple
 
 from . import clone_request, landlock, seccomp, syscalls
 from .errors import DaemonError, from_oserror
+from .limits import PROCESSES
 from .spawn import Spec
 
 _MADE = struct.Struct("<ii")  # a clone's pid, errno
@@ -123,6 +127,8 @@ class Spawner:
         # cannot shed it, and a tree kill finds them all by it.
         self.marks = False
         self._markers = itertools.count(MARKER_BASE)
+        # Clones the daemon starts itself, made ahead (see refill): pid and socket.
+        self._ready: Deque[Tuple[int, socket.socket]] = collections.deque()
         self._start()
 
     def _start(self) -> None:
@@ -182,11 +188,19 @@ class Spawner:
         self.refill(AHEAD if self._used else 1)
 
     def refill(self, ahead: int) -> None:
-        """Ask the spawner for clones until ``ahead`` are made or on their way. The caller
-        holds the spawn lock."""
+        """Ask the spawner for clones until ``ahead`` are made or on their way (where the
+        daemon starts them itself, native ones only: a fork of the daemon made ahead would
+        copy its memory for nothing). The caller holds the spawn lock."""
         while self._sock is not None and self._requested < ahead:
             self._sock.send(b"n")
             self._requested += 1
+        while self.marks and HAS_CLONE_EXEC and len(self._ready) < ahead:
+            self._ready.append(_spawn_clone())
+
+    @property
+    def waiting(self) -> int:
+        """Clones the daemon made itself that wait for a command (processes of root's)."""
+        return len(self._ready)
 
     def _take(self) -> Tuple[int, socket.socket]:
         """The oldest clone made ahead; asks for the next one at once only if none is left
@@ -194,7 +208,7 @@ class Spawner:
         for attempt in (0, 1):
             sock = self._sock
             if sock is None:
-                return _fork_clone()
+                return self._ready.popleft() if self._ready else _own_clone()
             fds: List[int] = []
             try:
                 data, ancillary, _flags, _addr = sock.recvmsg(
@@ -222,7 +236,7 @@ class Spawner:
                 sock.close()
                 self._sock = None
                 self.marks = True
-                return _fork_clone()
+                return _own_clone()
             if err:
                 for fd in fds:
                     os.close(fd)
@@ -231,13 +245,45 @@ class Spawner:
         raise AssertionError("unreachable")
 
 
+def _own_clone() -> Tuple[int, socket.socket]:
+    """A clone the daemon makes itself (where the spawner cannot make the daemon's children)."""
+    return _spawn_clone() if HAS_CLONE_EXEC else _fork_clone()
+
+
+def _spawn_clone() -> Tuple[int, socket.socket]:
+    """clone-exec as one clone, started with posix_spawn: a vfork, so nothing of the daemon's
+    memory is copied (under gVisor a fork of the daemon took 15-25 ms, this about 6), and
+    only its socket and /dev/null as stdio are inherited."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    given = theirs.fileno()
+    if given == CLONE_EXEC_SOCKET:  # a dup2 onto itself would keep its close-on-exec flag
+        given = os.dup(given)
+    try:
+        pid = os.posix_spawn(
+            CLONE_EXEC, [CLONE_EXEC, "clone", str(PROCESSES)], {},
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+                (os.POSIX_SPAWN_DUP2, given, CLONE_EXEC_SOCKET),
+            ],
+            setsigmask=(),
+            setsigdef=_DEFAULT_SIGNALS,
+        )
+    finally:
+        if given != theirs.fileno():
+            os.close(given)
+        theirs.close()
+    return pid, ours
+
+
 def _fork_clone() -> Tuple[int, socket.socket]:
-    """A clone forked by the daemon itself (where the spawner cannot make the daemon's children)."""
+    """A Python clone forked by the daemon itself (no clone-exec in the image)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
         ours.close()
-        _child(theirs, _shed_daemon(theirs.fileno()))
+        _child(theirs, _shed_daemon(theirs.fileno()), PROCESSES)
     theirs.close()
     return pid, ours
 
@@ -283,13 +329,16 @@ def _serve(sock: socket.socket, daemon: int) -> None:
             theirs.close()
 
 
+# Commands start with default dispositions (Python ignores SIGPIPE and SIGXFSZ; the daemon
+# installs handlers).
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def _shed_daemon(keep: int) -> int:
     """In a fork of the daemon: drop its descriptors (but ``keep``) and signal handlers; a
     /dev/null descriptor."""
     gc.disable()  # objects inherited from the daemon may own descriptors closed below
-    # Commands start with default dispositions (Python ignores SIGPIPE and SIGXFSZ; the
-    # daemon installs handlers).
-    for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in _DEFAULT_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     for name in os.listdir("/proc/self/fd"):  # the daemon's channel and files are not ours
         fd = int(name)
@@ -380,9 +429,10 @@ def _become_clone_exec(sock: socket.socket) -> None:
             os.set_inheritable(fd, False)
 
 
-def _child(sock: socket.socket, devnull: int) -> None:
+def _child(sock: socket.socket, devnull: int, processes: int = 0) -> None:
     """In the clone: what needs no request first, then wait for the command, set it up and
-    exec it, or report the failing stage. Never returns."""
+    exec it, or report the failing stage (``processes``: the RLIMIT_NPROC of a command not
+    run as root, see ``pidwatch``; 0: none). Never returns."""
     stage, err = STAGE_SETUP, errno.EINVAL
     try:
         os.setsid()
@@ -432,6 +482,8 @@ def _child(sock: socket.socket, devnull: int) -> None:
         if request.ids is not None:
             stage = STAGE_CREDS
             uid, gid, groups = request.ids
+            if processes and uid != 0:  # set as root: the agent cannot raise it again
+                resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
             os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)

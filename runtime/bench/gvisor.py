@@ -5,8 +5,12 @@ ratio of each pair."""
 from __future__ import annotations
 
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
+
+from caisson.bench.baseline import docker_client
 from caisson.bench.stats import measure, summarize
 from caisson.config import PoolConfig, RuntimeConfig, SessionConfig
 from caisson.runtime import Runtime
@@ -42,6 +46,35 @@ async def _starts(rt: Runtime, config: SessionConfig, n: int) -> dict[str, float
     return summarize(samples)
 
 
+def _cpu_ns(rt: Runtime, container_id: str) -> int:
+    stats = docker_client(rt).api.stats(container_id, stream=False, one_shot=True)
+    return int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
+
+
+async def _idle_cpu(rt: Runtime, config: SessionConfig, sessions: int, seconds: float) -> dict[str, float]:
+    """The CPU an idle session spends (its daemon's watches, gVisor's own timers): the
+    engine's CPU counter of each of ``sessions`` open sessions over ``seconds`` of quiet."""
+    async with AsyncExitStack() as stack:
+        opened = [await stack.enter_async_context(rt.session(config)) for _ in range(sessions)]
+        for s in opened:
+            await s.exec(["true"], timeout=30)  # each has run a command, as a session in use has
+        await anyio.sleep(1)
+        ids = [s.container_id for s in opened]
+        before = [await anyio.to_thread.run_sync(_cpu_ns, rt, cid) for cid in ids]
+        started = time.perf_counter()
+        await anyio.sleep(seconds)
+        after = [await anyio.to_thread.run_sync(_cpu_ns, rt, cid) for cid in ids]
+        elapsed = time.perf_counter() - started
+    shares = sorted((b - a) / 1e9 / elapsed * 100 for a, b in zip(before, after, strict=True))
+    return {
+        "sessions": sessions,
+        "seconds": round(elapsed, 1),
+        "cpu_percent_of_a_core_per_session_mean": round(sum(shares) / len(shares), 3),
+        "cpu_percent_of_a_core_per_session_max": round(shares[-1], 3),
+        "cpu_percent_of_a_core_all_sessions": round(sum(shares), 2),
+    }
+
+
 async def bench_gvisor(iterations: int) -> dict[str, Any]:
     runc, gvisor = SessionConfig(), SessionConfig(gvisor=True)
     result: dict[str, Any] = {}
@@ -52,6 +85,8 @@ async def bench_gvisor(iterations: int) -> dict[str, Any]:
         n = max(5, iterations // 40)
         result["runc"]["cold_start_to_first_command"] = await _starts(rt, runc, n)
         result["gvisor"]["cold_start_to_first_command"] = await _starts(rt, gvisor, n)
+        result["runc"]["idle_cpu_10_sessions"] = await _idle_cpu(rt, runc, 10, 10.0)
+        result["gvisor"]["idle_cpu_10_sessions"] = await _idle_cpu(rt, gvisor, 10, 10.0)
     async with Runtime(RuntimeConfig(gc_on_start=False, pool=PoolConfig(size=2, session=gvisor))) as pooled:
         samples = []
         for _ in range(max(5, iterations // 20)):
@@ -67,5 +102,6 @@ async def bench_gvisor(iterations: int) -> dict[str, Any]:
     result["ratio_gvisor_to_runc_p50"] = {
         name: round(result["gvisor"][name]["p50_ms"] / max(result["runc"][name]["p50_ms"], 1e-6), 2)
         for name in result["runc"]
+        if "p50_ms" in result["runc"][name]
     }
     return result

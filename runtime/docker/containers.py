@@ -103,6 +103,22 @@ class CreatedContainer:
 # (simple quotas: each extent counts against the subvolume that wrote it), "btrfs-qgroup"
 # (full accounting: the image's shared extents count too), or None (only the soft watch).
 _QUOTAS: dict[str, str | None] = {}
+# Under gVisor's ptrace platform each process of a session costs the host 10-55 threads (a
+# stub process per address space, growing with the sentry's threads, kept after the process
+# ends), and Docker's pids limit counts those: a fork bomb that reached it ended the whole
+# sandbox. So a gVisor session gets GVISOR_HOST_PIDS times its pids limit as host threads,
+# and one GVISOR_PROCESS_SHARE-th of it as processes, which the daemon enforces inside
+# (sandbox/pidwatch.py): 42 processes and 4,096 host threads for the default 512.
+GVISOR_HOST_PIDS = 8
+GVISOR_PROCESS_SHARE = 12
+GVISOR_MIN_PROCESSES = 8
+
+
+def gvisor_processes(pids: int) -> int:
+    """The processes a gVisor session with ``limits.pids`` = ``pids`` may run."""
+    return max(GVISOR_MIN_PROCESSES, pids // GVISOR_PROCESS_SHARE)
+
+
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
 
 
@@ -230,6 +246,7 @@ def _create_container(
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
         **({"CAISSON_LISTEN": "1"} if listen else {}),
+        **({"CAISSON_PROCESSES": str(gvisor_processes(config.limits.pids))} if config.gvisor else {}),
     }
     kwargs: dict[str, object] = {}
     if config.gvisor:
@@ -263,7 +280,7 @@ def _create_container(
                 cap_drop=["ALL"],
                 cap_add=DAEMON_CAPABILITIES + (GVISOR_DAEMON_CAPABILITIES if config.gvisor else []),
                 security_opt=["no-new-privileges:true"],
-                pids_limit=config.limits.pids,
+                pids_limit=config.limits.pids * (GVISOR_HOST_PIDS if config.gvisor else 1),
                 mem_limit=memory,
                 memswap_limit=memory,
                 nano_cpus=int(config.limits.cpus * 1e9),

@@ -31,6 +31,7 @@ OP_STATUS = {
     "not_found": 404, "cwd_not_found": 404, "no_such_task": 404, "no_such_user": 400, "command_not_found": 400,
     "permission_denied": 403, "exists": 409, "conflict": 409, "too_large": 413, "output_limit": 413,
     "not_a_directory": 400, "is_a_directory": 400, "not_executable": 400, "bad_request": 400,
+    "process_limit": 429,
 }
 
 
