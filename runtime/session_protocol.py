@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from caisson.client.archive import CopySource
 from caisson.client.models import (
     DaemonInfo,
     DirEntry,
     ExecResult,
+    FindResult,
+    GrepResult,
     ReadResult,
     SpawnResult,
     StatResult,
@@ -86,6 +88,44 @@ class SessionLike(Protocol):
         ignore_files: tuple[str, ...] = (".gitignore",),
         detail: bool = False,
     ) -> WalkResult: ...
+
+    async def grep(
+        self,
+        root: str,
+        pattern: str,
+        *,
+        paths: Sequence[str] | None = None,
+        engine: Literal["auto", "rg", "python"] = "auto",
+        mode: Literal["content", "files", "count"] = "content",
+        fixed_strings: bool = False,
+        ignore_case: bool = False,
+        multiline: bool = False,
+        globs: Sequence[str] = (),
+        type_globs: Sequence[str] = (),
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_total: int = 1000,
+        max_per_file: int | None = None,
+        max_line_chars: int = 2000,
+        before: int = 0,
+        after: int = 0,
+        timeout: float | None = None,
+    ) -> GrepResult: ...
+
+    async def find(
+        self,
+        root: str,
+        regex: str,
+        *,
+        globs: Sequence[str] = (),
+        type_globs: Sequence[str] = (),
+        hidden: bool = False,
+        no_ignore: bool = False,
+        sort: Literal["modified", "path"] = "modified",
+        offset: int = 0,
+        limit: int = 1000,
+        timeout: float | None = None,
+    ) -> FindResult: ...
 
     async def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> bool: ...
 

@@ -3,6 +3,7 @@ validated into these, so a lying daemon produces a clear error instead of bad da
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -211,6 +212,17 @@ class GrepResult(_Reply):
     linked: list[str] = []
     truncated: bool
     timed_out: bool
+
+    def without(self, root: str, hidden: Callable[[str], bool]) -> GrepResult:
+        """The result less the files ``hidden`` names (given their full path; the daemon's are
+        relative to ``root``) and the files with other names (another may be hidden's)."""
+        prefix = root.rstrip("/") + "/"
+        if self.files:
+            return self.model_copy(update={"files": [f for f in self.files if f.nlink <= 1 and not hidden(prefix + f.path)]})
+        linked = set(self.linked)
+        keep = [i for i, path in enumerate(self.paths) if path not in linked and not hidden(prefix + path)]
+        counts = [self.counts[i] for i in keep] if self.counts else []
+        return self.model_copy(update={"paths": [self.paths[i] for i in keep], "counts": counts, "linked": []})
 
 
 class FindResult(_Reply):

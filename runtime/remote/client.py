@@ -9,10 +9,10 @@ import base64
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -22,6 +22,8 @@ from caisson.client.models import (
     DaemonInfo,
     DirEntry,
     ExecResult,
+    FindResult,
+    GrepResult,
     ReadResult,
     SpawnResult,
     StatResult,
@@ -273,6 +275,35 @@ class RemoteSession:
             "ignore_files": list(ignore_files) or [""],
         }
         return WalkResult.model_validate(await self._json("GET", "/walk", params=params))
+
+    async def grep(
+        self, root: str, pattern: str, *, paths: Sequence[str] | None = None,
+        engine: Literal["auto", "rg", "python"] = "auto", mode: Literal["content", "files", "count"] = "content",
+        fixed_strings: bool = False, ignore_case: bool = False, multiline: bool = False,
+        globs: Sequence[str] = (), type_globs: Sequence[str] = (), hidden: bool = False, no_ignore: bool = False,
+        max_total: int = 1000, max_per_file: int | None = None, max_line_chars: int = 2000,
+        before: int = 0, after: int = 0, timeout: float | None = None,
+    ) -> GrepResult:
+        """As ``Session.grep``; the server leaves out files the secret policy hides."""
+        body = {
+            "root": root, "pattern": pattern, "paths": None if paths is None else list(paths), "engine": engine,
+            "mode": mode, "fixed_strings": fixed_strings, "ignore_case": ignore_case, "multiline": multiline,
+            "globs": list(globs), "type_globs": list(type_globs), "hidden": hidden, "no_ignore": no_ignore,
+            "max_total": max_total, "max_per_file": max_per_file, "max_line_chars": max_line_chars,
+            "before": before, "after": after, "timeout": timeout,
+        }
+        return GrepResult.model_validate(await self._json("POST", "/grep", json=body))
+
+    async def find(
+        self, root: str, regex: str, *, globs: Sequence[str] = (), type_globs: Sequence[str] = (),
+        hidden: bool = False, no_ignore: bool = False, sort: Literal["modified", "path"] = "modified",
+        offset: int = 0, limit: int = 1000, timeout: float | None = None,
+    ) -> FindResult:
+        body = {
+            "root": root, "regex": regex, "globs": list(globs), "type_globs": list(type_globs), "hidden": hidden,
+            "no_ignore": no_ignore, "sort": sort, "offset": offset, "limit": limit, "timeout": timeout,
+        }
+        return FindResult.model_validate(await self._json("POST", "/find", json=body))
 
     async def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> bool:
         body = {"path": path, "parents": parents, "exist_ok": exist_ok}

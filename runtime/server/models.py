@@ -198,6 +198,44 @@ class MkdirBody(_Body):
     exist_ok: bool = True
 
 
+class GrepBody(_Body):
+    """SandboxClient.grep's arguments: a content search below ``root``."""
+
+    root: str = _Path
+    pattern: str = Field(min_length=1, max_length=4096)
+    paths: list[str] | None = Field(None, max_length=10_000)
+    engine: Literal["auto", "rg", "python"] = "auto"
+    mode: Literal["content", "files", "count"] = "content"
+    fixed_strings: bool = False
+    ignore_case: bool = False
+    multiline: bool = False
+    globs: list[str] = Field(default_factory=list, max_length=256)
+    type_globs: list[str] = Field(default_factory=list, max_length=256)
+    hidden: bool = False
+    no_ignore: bool = False
+    max_total: int = Field(1000, ge=1, le=100_000)
+    max_per_file: int | None = Field(None, ge=1, le=100_000)
+    max_line_chars: int = Field(2000, ge=1, le=100_000)
+    before: int = Field(0, ge=0, le=1000)
+    after: int = Field(0, ge=0, le=1000)
+    timeout: float | None = Field(None, gt=0, le=3600)
+
+
+class FindBody(_Body):
+    """SandboxClient.find's arguments: files below ``root`` whose relative path matches ``regex``."""
+
+    root: str = _Path
+    regex: str = Field(min_length=1, max_length=4096)
+    globs: list[str] = Field(default_factory=list, max_length=256)
+    type_globs: list[str] = Field(default_factory=list, max_length=256)
+    hidden: bool = False
+    no_ignore: bool = False
+    sort: Literal["modified", "path"] = "modified"
+    offset: int = Field(0, ge=0)
+    limit: int = Field(1000, ge=1, le=100_000)
+    timeout: float | None = Field(None, gt=0, le=3600)
+
+
 class RenameBody(_Body):
     src: str = _Path
     dst: str = _Path

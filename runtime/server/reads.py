@@ -5,6 +5,8 @@ and the read is read instead. The session's roots are the agent client's own (te
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from caisson.client.models import ReadResult
 from caisson.client.primitives import CHUNK
 from caisson.errors import OpError
@@ -12,14 +14,19 @@ from caisson.policy import is_secret
 from caisson.server.tenancy import Live
 
 
+def hidden(live: Live) -> Callable[[str], bool]:
+    """Whether the session's secret policy hides a full path's contents from a tenant."""
+    policy = live.session.policy
+    return lambda name: is_secret(name, policy.secret_patterns, policy.secret_exceptions) is not None
+
+
 async def readable(live: Live, path: str) -> str:
     """The real path of ``path``, when the secret policy lets a tenant read it."""
     st = await live.agent.stat(path)
     if not st.exists:
         raise OpError("not_found", f"{path} does not exist in the session")
-    policy = live.session.policy
     for name in {live.agent.resolve(path), st.realpath or live.agent.resolve(path)}:
-        if is_secret(name, policy.secret_patterns, policy.secret_exceptions) is not None:
+        if hidden(live)(name):
             raise OpError(
                 "permission_denied",
                 f"{path} is a secret file under the session's policy: a tenant's reads leave secrets out "

@@ -1,5 +1,5 @@
 """A tenant's file primitives beyond read and write: stat, a byte range, listings, a walk,
-mkdir, remove, rename, the workspace diff, and the daemon's ping. File ops run as the agent
+searches, mkdir, remove, rename, the workspace diff, and the daemon's ping. File ops run as the agent
 beneath the session's workspace roots; contents come under the secret policy (server.reads)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from caisson.client.models import DaemonInfo, DirEntry, StatResult, WalkResult
+from caisson.client.models import DaemonInfo, DirEntry, FindResult, GrepResult, StatResult, WalkResult
 from caisson.client.primitives import CHUNK
 from caisson.server import reads
 from caisson.server.deps import LiveSession
-from caisson.server.models import Created, MkdirBody, RangeReply, Removed, RenameBody
+from caisson.server.models import Created, FindBody, GrepBody, MkdirBody, RangeReply, Removed, RenameBody
 from caisson.workspace_diff import WorkspaceDiff
 
 router = APIRouter(tags=["files"])
@@ -55,6 +55,21 @@ async def walk(
     return await live.agent.walk(
         path, include_hidden=include_hidden, max_entries=max_entries, ignore_files=names, detail=detail
     )
+
+
+@router.post("/sessions/{session_id}/grep")
+async def grep(live: LiveSession, body: GrepBody) -> GrepResult:
+    """A content search (ripgrep's, or the daemon's own): files the secret policy hides, and
+    files with other names (another may be a secret's), are left out of what it shows."""
+    found = await live.agent.grep(**body.model_dump())
+    return found.without(live.agent.resolve(body.root), reads.hidden(live))
+
+
+@router.post("/sessions/{session_id}/find")
+async def find(live: LiveSession, body: FindBody) -> FindResult:
+    """Files whose path below ``root`` matches ``regex``, newest first or by path (names only,
+    as a listing shows them)."""
+    return await live.agent.find(**body.model_dump())
 
 
 @router.post("/sessions/{session_id}/mkdir")

@@ -107,6 +107,23 @@ async def test_files(opened: Opened) -> None:
     assert gone.value.code == "not_found"
 
 
+async def test_searches(opened: Opened) -> None:
+    s = opened.s
+    await s.write_file(f"{W}/q/a.py", "def alpha():\n    return 1\n")
+    await s.write_file(f"{W}/q/sub/b.py", "alpha = 2\nbeta = 3\n")
+    await s.write_file(f"{W}/q/notes.md", "nothing here\n")
+    hits = await s.grep(f"{W}/q", "alpha", before=0)
+    assert sorted((f.path, [m.line for m in f.matches]) for f in hits.files) == [("a.py", [1]), ("sub/b.py", [1])]
+    counted = await s.grep(f"{W}/q", "a", mode="count", globs=["*.py"])
+    assert dict(zip(counted.paths, counted.counts, strict=True)) == {"a.py": 1, "sub/b.py": 2}  # lines
+    named = await s.grep(f"{W}/q", "BETA", mode="files", ignore_case=True)
+    assert named.paths == ["sub/b.py"] and not named.truncated
+    found = await s.find(f"{W}/q", r".*\.py", sort="path")
+    assert (found.total, [p for p, _ in found.files]) == (2, ["a.py", "sub/b.py"])
+    paged = await s.find(f"{W}/q", ".*", sort="path", offset=1, limit=1)
+    assert (paged.total, [p for p, _ in paged.files]) == (3, ["notes.md"])
+
+
 async def test_tasks(opened: Opened) -> None:
     s = opened.s
     cat = await s.spawn("cat", name="echoer", stdin="first ")

@@ -59,6 +59,16 @@ COMMANDS = [
 ]
 
 
+async def grep_names(s: RemoteSession, tree: str) -> bytes:
+    """The files a content search names, read back: a secret's name among them lands its bytes."""
+    named = await s.grep(tree, TOKEN, mode="files", hidden=True, no_ignore=True)
+    found = b""
+    for path in named.paths:
+        with contextlib.suppress(CaissonError):
+            found += await s.read_file(tree.rstrip("/") + "/" + path)
+    return found + " ".join(named.paths).encode()
+
+
 def plant(engine: docker.DockerClient, session_id: str) -> None:
     [container] = engine.containers.list(filters={"label": f"caisson.session={session_id}"})
     code, out = container.exec_run(["bash", "-c", PLANT])
@@ -125,6 +135,10 @@ async def test_a_tenant_reads_no_secret_through_any_route(
                     "walk": lambda p=tree: s.walk(p, include_hidden=True, ignore_files=(), detail=True),
                     "copy_out": lambda p=tree: copied(s, p),
                     "diff": lambda p=tree: s.diff(p),
+                    "grep": lambda p=tree: s.grep(p, TOKEN, hidden=True, no_ignore=True, max_total=100_000),
+                    "grep -F": lambda p=tree: s.grep(p, TOKEN[4:], fixed_strings=True, hidden=True, no_ignore=True),
+                    "grep python": lambda p=tree: s.grep(p, "KEY=", engine="python", hidden=True, no_ignore=True),
+                    "grep files": lambda p=tree: grep_names(s, p),
                 }
                 for route, look in looks.items():
                     tried += 1
@@ -145,6 +159,7 @@ async def test_a_tenant_reads_no_secret_through_any_route(
         assert await s.read_file(f"{W}/notes.txt") == b"ordinary\n"
         assert (await s.exec("cat notes.txt", cwd=W)).stdout == "ordinary\n"
         assert "notes.txt" in {e.name for e in await s.list_dir(W)}
+        assert [f.path for f in (await s.grep(W, "ordinary", hidden=True)).files] == ["notes.txt"]
     print(f"a tenant's reads of secrets through caisson serve ({'gvisor' if gvisor else 'runc'}): tried {tried}, landed {len(landed)}: {landed}; "
           f"{len(denied)} commands went to the tenant's approvers (denied)")
     assert landed == []

@@ -268,14 +268,7 @@ async def run_search(
         )
     # The policy checked the search root; every file the search read is checked here, so a
     # recursive search (or include_hidden) never shows what a read of that file would not.
-    prefix = root.rstrip("/") + "/"  # the daemon's paths are relative to the root
-    if mode == "content":
-        files = [f for f in reply.files if f.nlink <= 1 and not ctx.is_secret(prefix + f.path)]
-        return root, reply.model_copy(update={"files": files})
-    linked = set(reply.linked)
-    keep = [i for i, path in enumerate(reply.paths) if path not in linked and not ctx.is_secret(prefix + path)]
-    update = {"paths": [reply.paths[i] for i in keep], "counts": [reply.counts[i] for i in keep if mode == "count"]}
-    return root, reply.model_copy(update=update)
+    return root, reply.without(root, ctx.is_secret)
 
 
 async def _python_file_list(
