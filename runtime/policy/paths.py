@@ -58,8 +58,11 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 # The same for what other programs read at start and act on, since the agent's home is a
 # writable root and a later unconfined command (an approved one, a harness's test run) would
 # run it: shell start-up files, editors' and pagers' settings, Python's site hooks (.pth,
-# sitecustomize, usercustomize), package managers' run settings, ssh and credential helpers,
-# and the home's configuration and user site as a whole (~/.local/bin is on a login PATH).
+# sitecustomize, usercustomize), package managers' run and index settings (a venv's pip.conf,
+# a project's .cargo/config.toml), ssh and credential helpers (.netrc's macros run at login).
+# In the home every dot entry is protected as a whole, since programs too many to list read
+# their start-up code there (.gdbinit, .Rprofile, .sqliterc, ~/.ipython, ~/.gradle/init.d ...),
+# and ~/bin, which a login shell puts on PATH (as ~/.local/bin).
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git",
     ".git/**",
@@ -74,7 +77,8 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".curlrc", ".wgetrc", ".hgrc",
     "*.pth", "sitecustomize.py", "usercustomize.py",
     ".ssh", ".ssh/**", ".gnupg", ".gnupg/**", ".docker", ".docker/**", ".kube", ".kube/**", ".aws", ".aws/**",
-    "/home/*/.config", "/home/*/.config/**", "/home/*/.local", "/home/*/.local/**",
+    "pip.conf", "pip.ini", ".pydistutils.cfg", ".cargo/config", ".cargo/config.toml", ".netrc", "_netrc",
+    "/home/*/.*", "/home/*/.*/**", "/home/*/bin", "/home/*/bin/**",
 )
 
 
