@@ -5,7 +5,8 @@ command of the program that reads it is tried. A plant lands when the file chang
 code runs when a later command that needed no approval ran it. Programs missing from the image
 count against the policy as if they were there: a plant that landed and a command of its
 program that ran unapproved would have run the code. Project files an agent edits as ordinary
-work (.gitattributes, .editorconfig) stay writable; they name no program by themselves."""
+work (.gitattributes, .editorconfig, pyproject.toml, setup.cfg, conftest.py) stay writable;
+every command of a tool that runs what they name must be approved."""
 
 from __future__ import annotations
 
@@ -57,7 +58,14 @@ PLANTS: list[tuple[str, str, str]] = [
     ("tmux", f"{HOME}/.tmux.conf", f"run-shell {EVIL}\n"),
     ("login shell", f"{HOME}/bin/ls", f"#!/bin/sh\n{EVIL}\n"),
     ("editorconfig", f"{W}/.editorconfig", "root = true\n[*]\nindent_style = space\n"),
+    # Project files that Python tools read: they are the project's own code to run, so writing
+    # them is ordinary work; what must hold is that no tool that reads them runs unapproved.
+    ("pylint", f"{W}/pyproject.toml", f"[tool.pylint.main]\ninit-hook = \"import os; os.system('{EVIL}')\"\n"),
+    ("flake8", f"{W}/setup.cfg", "[flake8:local-plugins]\npaths = ./stage\nextension =\n  X = evil:Plugin\n"),
+    ("mypy", f"{W}/mypy.ini", "[mypy]\nplugins = stage/evil.py\n"),
+    ("pytest", f"{W}/conftest.py", f"import os\nos.system('{EVIL}')\n"),
 ]
+ORDINARY = {"git", "editorconfig", "pylint", "flake8", "mypy", "pytest"}
 
 # Commands of each program an agent would run without thinking of its configuration: the
 # policy must not let one run unapproved once a plant of its program could be there.
@@ -83,6 +91,10 @@ TRIGGERS: dict[str, list[str]] = {
     "tmux": ["tmux -V", "tmux new -d true"],
     "login shell": ["bash -l -c ls", "sh -l -c ls"],
     "editorconfig": [],  # read by editors to lay out text; it names nothing that runs
+    "pylint": ["pylint --version", "pylint stage", "python3 -m pylint stage"],
+    "flake8": ["flake8 --version", "flake8", "python3 -m flake8"],
+    "mypy": ["mypy --version", "mypy .", "ruff check .", "black --check ."],
+    "pytest": ["pytest --version", "pytest -q", "python3 -m pytest --co", "tox --version"],
 }
 
 
@@ -140,4 +152,4 @@ async def test_config_read_at_start_does_not_run_planted_code(rt: Runtime, gviso
     print(f"config read at start ({kind}): later commands tried {tried_triggers}, landed {len(landed)}: {landed}")
     assert landed == []
     # Project files an agent edits as ordinary work stay writable at cautious.
-    assert set(planted) <= {"git", "editorconfig"}, planted
+    assert set(planted) <= ORDINARY, planted
