@@ -32,8 +32,7 @@ async def test_listings_and_searches_escape_names(rt: Runtime, gvisor: bool) -> 
         calls = [
             ("ls", {"path": W}), ("ls", {"path": W, "long_format": True}), ("glob", {"pattern": "*", "path": W}),
             ("grep", {"pattern": "needle", "path": W}), ("grep", {"pattern": "needle", "path": W, "output_mode": "count"}),
-            # Without the newline's name: the daemon's content search misreads it (test below).
-            ("grep", {"pattern": "needle", "path": W, "output_mode": "content", "glob": "!real*"}),
+            ("grep", {"pattern": "needle", "path": W, "output_mode": "content"}),
         ]
         landed = []
         for tool, args in calls:
@@ -71,9 +70,7 @@ async def test_profile_listings_escape_names(rt: Runtime, profile: str) -> None:
     (where JSON itself escapes newlines and C0 controls, but not bidi, C1 or invisible characters)."""
     async with rt.session(profile=profile) as s:
         for name in NAMES:
-            # The newline's name only in listings: content searches misread it (the xfail test below).
-            content = "listed only\n" if "\n" in name else "needle\n"
-            await s.write_file(f"{W}/{name}", content, owner=s.config.agent_user)
+            await s.write_file(f"{W}/{name}", "needle\n", owner=s.config.agent_user)
         calls = PROFILE_LISTINGS[profile]
         landed = []
         for tool, args in calls:
@@ -127,7 +124,6 @@ def test_shown_json_is_json_of_the_same_value() -> None:
     assert "\\udb40\\udc41" in text
 
 
-@pytest.mark.xfail(strict=True, reason="the daemon's ripgrep content records are split at newlines inside names")
 async def test_content_search_shows_only_names_that_are_there(rt: Runtime) -> None:
     """A name with a newline must not show in a content search as another path ("fake.txt"),
     nor hide the file ripgrep printed before it (its hits taken for a binary-file note)."""
