@@ -62,7 +62,9 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 # a project's .cargo/config.toml), ssh and credential helpers (.netrc's macros run at login).
 # In the home every dot entry is protected as a whole, since programs too many to list read
 # their start-up code there (.gdbinit, .Rprofile, .sqliterc, ~/.ipython, ~/.gradle/init.d ...),
-# and ~/bin, which a login shell puts on PATH (as ~/.local/bin).
+# and ~/bin, which a login shell puts on PATH (as ~/.local/bin). A top-level entry of the home
+# (and the home itself, as a copy's destination) too: the kernel lets a cautious command write
+# only beneath the home's existing entries, so making a new one there needs approval.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git",
     ".git/**",
@@ -78,7 +80,7 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     "*.pth", "sitecustomize.py", "usercustomize.py",
     ".ssh", ".ssh/**", ".gnupg", ".gnupg/**", ".docker", ".docker/**", ".kube", ".kube/**", ".aws", ".aws/**",
     "pip.conf", "pip.ini", ".pydistutils.cfg", ".cargo/config", ".cargo/config.toml", ".netrc", "_netrc",
-    "/home/*/.*", "/home/*/.*/**", "/home/*/bin", "/home/*/bin/**",
+    "/home/*/.*", "/home/*/.*/**", "/home/*/bin", "/home/*/bin/**", "/home/*", "/home/*/*",
 )
 
 
@@ -218,6 +220,12 @@ def glob_match(pattern: str, path: str) -> bool:
     .pem file, ``.git/hooks/**`` every hook of every repository).
     """
     return _glob_regex(pattern).fullmatch(path) is not None
+
+
+def is_home_entry(path: str) -> bool:
+    """A home (``/home/<user>``) or one of its top-level entries other than a dot entry or ``bin``."""
+    parts = normalize(path).split("/")
+    return len(parts) in (3, 4) and parts[1] == "home" and (len(parts) == 3 or parts[3][:1] != "." and parts[3] != "bin")
 
 
 def matches_any(patterns: Iterable[str], path: str) -> str | None:
