@@ -18,6 +18,7 @@ gets a new view (the old one is detached, so commands still inside keep theirs).
 """
 
 import ctypes
+import errno
 import os
 import threading
 from typing import Dict, List, Optional, Tuple
@@ -112,7 +113,11 @@ def _build(path: str, roots: Tuple[str, ...]) -> None:
     for root in sorted(roots, key=lambda r: r.count("/")):
         # Files too, as Landlock grants them (an entry of the home may be one).
         if os.path.exists(root) and not os.path.islink(root):
-            _mount(root, path + root, None, MS_BIND)
+            try:
+                _mount(root, path + root, None, MS_BIND)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):  # gone since listed: nothing to allow
+                    raise
 
 
 def view_for(confine: Confine) -> Optional[str]:

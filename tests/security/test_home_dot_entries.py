@@ -99,7 +99,7 @@ SETUP = f"""
 set -e
 cd {HOME}
 mkdir -p proj/sub bin .config/git
-echo payload > proj/payload; echo tool > bin/tool; echo n > notes.txt; touch .bashrc .profile
+echo payload > proj/payload; echo tool > bin/tool; echo n > notes.txt; touch .bashrc .profile .config/git/config
 ln -sfn {HOME}/.bashrc proj/dotlink; ln -sfn {HOME}/.config link-to-config; ln -f .profile hard
 git init -q proj/repo && git -C proj/repo -c user.name=a -c user.email=a@b commit -q --allow-empty -m init
 """
@@ -116,6 +116,9 @@ ATTACKS = [
     "dd if=~/proj/payload of=~/.bash_login status=none", "cp -r ~/proj/sub ~/.ssh", "ln -sf ~/proj/payload ~/.bashrc",
     "cd ~ && tar cf /tmp/t.tar -C ~/proj payload && tar xf /tmp/t.tar --transform s/payload/.pdbrc/",
     "python3 -c \"import os, shutil; shutil.copytree(os.path.expanduser('~/proj/sub'), os.path.expanduser('~/bin/sub'))\"",
+    # A second name inside a writable entry would be written by its path there.
+    "ln ~/.bashrc ~/proj/b; echo x >> ~/proj/b", "ln ~/bin/tool ~/proj/t; echo x >> ~/proj/t",
+    "cp -al ~/.config ~/proj/cfg; echo x > ~/proj/cfg/git/config",
 ]
 # Work in the home's existing entries (by absolute path: the classifier does not expand "~").
 ORDINARY = [
@@ -197,3 +200,28 @@ async def test_bash_calls_cannot_plant_dot_entries_of_the_home(rt: Runtime, gvis
     assert [r.ok for r in new_entries] == [False] * 3 and "todo.txt" not in left and "payload" not in left
     assert [r.level.value if r.level else None for r in new_entries] == ["dangerous"] * 3
     assert "the home or an entry at its top" in " ".join(ASKED[0].reasons), ASKED[0].reasons
+
+
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_an_entry_swapped_for_a_link_while_roots_are_listed_grants_nothing(rt: Runtime, gvisor: bool) -> None:
+    """Another writer (an approved command: a cautious one cannot rename at the home's top
+    level) swaps ~/proj for a link to ~/.config again and again while cautious commands write
+    through ~/proj: no ruleset or view may make the link's target a root."""
+    async with rt.session(gvisor=gvisor) as s:
+        agent_user = s.config.agent_user
+        made = await s.exec(f"mkdir -p {HOME}/proj/git {HOME}/.config/git && : > {HOME}/.config/git/config", user=agent_user)
+        assert made.exit_code == 0, made.stderr
+        swap = (f"import os\nos.chdir({HOME!r})\nwhile True:\n    os.rename('proj', 'proj.real')\n"
+                f"    os.symlink({HOME!r} + '/.config', 'proj')\n    os.unlink('proj')\n    os.rename('proj.real', 'proj')\n")
+        swapper = await s.spawn(["python3", "-c", swap], user=agent_user, timeout=300)
+        agent = s.confined(s._dispatcher.confinement(Level.CAUTIOUS))
+        tried, refused = 150, 0
+        for _ in range(tried):
+            r = await agent.exec("echo x >> ~/proj/git/config", cwd="/workspace", timeout=30)
+            refused += "Permission denied" in r.stderr or "Read-only" in r.stderr  # the write met the link
+        await s.task_signal(swapper.task_id)
+        planted = (await s.exec(f"wc -c < {HOME}/.config/git/config", user="root")).stdout.strip()
+    where = "gvisor" if gvisor else "runc"
+    print(f"~/proj swapped for a link to ~/.config during cautious writes ({where}): tried {tried} "
+          f"({refused} refused through the link), landed {planted}")
+    assert planted == "0"
