@@ -161,6 +161,10 @@ def audit_event(
     )
 
 
+def _home_of(user: str) -> str:
+    return f"/home/{user}"
+
+
 @dataclass
 class Dispatcher:
     """One session's tool calls: its profile, its policy engine and grants, its tools' state."""
@@ -185,7 +189,7 @@ class Dispatcher:
         if "workspace_roots" not in policy.model_fields_set:
             # One place for the workspace: the session's workdir, /tmp and the agent's home (what
             # `~` means to bash, git and Amp's tools) unless the policy names roots.
-            home = f"/home/{client.config.agent_user}"
+            home = _home_of(client.config.agent_user)
             policy = policy.model_copy(update={"workspace_roots": [client.config.workdir, "/tmp", home]})
         return cls(
             client=client,
@@ -200,6 +204,10 @@ class Dispatcher:
         return self.engine.grants
 
     @property
+    def _home(self) -> str:
+        return _home_of(self.client.config.agent_user)
+
+    @property
     def _agent(self) -> SandboxClient:
         return self.client.confined(Confinement(user=self.client.config.agent_user))
 
@@ -208,11 +216,15 @@ class Dispatcher:
         roots = tuple(self.engine.policy.workspace_roots)
         # Paths the policy found inside the roots must still be inside when the daemon opens them.
         inside = bool(paths) and all(is_within(p.resolved, roots) for p in paths)
+        # The home's dot entries and ~/bin hold what programs run at start: the kernel lets
+        # commands write beneath the home's other entries, not in the home itself.
+        home = self._home if self._home in roots and self._home != self.client.config.workdir else None
         return Confinement(
             user=self.client.config.agent_user,
             roots=roots if inside else None,
             level=level.value,
-            write_roots=roots,
+            write_roots=tuple(r for r in roots if r != home),
+            entry_roots=(home,) if home else (),
             network=self.client.config.network,
             egress_port=self.client.config.egress_port,
         )

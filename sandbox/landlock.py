@@ -5,7 +5,9 @@ before exec (``spawner``) with two calls (no_new_privs, landlock_restrict_self);
 descendant inherits it. Levels:
 
 * ``safe``: read and execute everywhere; write only /dev/null, /dev/zero, /dev/full, /dev/tty.
-* ``cautious``: as safe, plus every right beneath each of ``write_roots``.
+* ``cautious``: as safe, plus every right beneath each of ``write_roots``, and beneath each
+  entry of ``entry_roots`` that ``entries`` keeps (the agent's home: its dot entries and
+  ``bin`` hold what programs run at start, so the home itself is no write root).
 * ``dangerous``: no file-system restriction.
 
 All levels: no TCP bind or connect unless ``network`` (ABI >= 4), except a connect to
@@ -18,6 +20,7 @@ kills confined processes.
 import ctypes
 import errno
 import os
+import stat
 import threading
 from collections import OrderedDict
 from typing import Any, List, NamedTuple, Optional, Tuple
@@ -81,19 +84,52 @@ class Confine(NamedTuple):
     # Whether the command may change modes, owners, times and extended attributes
     # (Landlock cannot say; ``seccomp`` forbids them where not). By default only below safe.
     metadata: bool = True
+    # Directories whose entries, not themselves, are write roots at cautious (``entries``).
+    entry_roots: Tuple[str, ...] = ()
+
+
+def entries(directory: str) -> Tuple[str, ...]:
+    """The entries of ``directory`` a cautious command may write beneath: directories and
+    files with one name, not named with a dot, not ``bin``, not links (a link would make its
+    target a root; a second name may be a dot entry's). A new entry of the directory is
+    refused, since nothing grants making one there."""
+    kept = []
+    try:
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if entry.name.startswith(".") or entry.name == "bin":
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+                    kept.append(os.path.join(directory, entry.name))
+    except OSError:
+        return ()  # nothing there (or not a directory): nothing to allow
+    return tuple(sorted(kept))
+
+
+def write_paths(confine: Confine) -> Tuple[str, ...]:
+    """Where a command may write: the write roots and the entries kept of the entry roots."""
+    if confine.level != "cautious":
+        return ()
+    return confine.write_roots + tuple(p for d in confine.entry_roots for p in entries(d))
+
+
+def _absolute_paths(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(r, str) and r.startswith("/") and "\0" not in r for r in value)
 
 
 def parse_confine(value: Any) -> Optional[Confine]:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise DaemonError("bad_request", "confine must be an object {level, write_roots, network, metadata}")
+        raise DaemonError("bad_request", "confine must be an object {level, write_roots, entry_roots, network, metadata}")
     level = value.get("level")
     if level not in LEVELS:
         raise DaemonError("bad_request", "confine.level must be one of %s" % ", ".join(LEVELS))
     roots = value.get("write_roots") or []
-    if not isinstance(roots, list) or not all(isinstance(r, str) and r.startswith("/") and "\0" not in r for r in roots):
-        raise DaemonError("bad_request", "confine.write_roots must be a list of absolute paths")
+    entry_roots = value.get("entry_roots") or []
+    if not _absolute_paths(roots) or not _absolute_paths(entry_roots):
+        raise DaemonError("bad_request", "confine.write_roots and entry_roots must be lists of absolute paths")
     network = value.get("network", False)
     if not isinstance(network, bool):
         raise DaemonError("bad_request", "confine.network must be a boolean")
@@ -103,7 +139,7 @@ def parse_confine(value: Any) -> Optional[Confine]:
     metadata = value.get("metadata", level != "safe")
     if not isinstance(metadata, bool):
         raise DaemonError("bad_request", "confine.metadata must be a boolean")
-    return Confine(level, tuple(roots), network, port, metadata)
+    return Confine(level, tuple(roots), network, port, metadata, tuple(entry_roots))
 
 
 def _call(number: int, *args: Any) -> int:
@@ -114,13 +150,16 @@ def _call(number: int, *args: Any) -> int:
     return result
 
 
-def _add_path(ruleset: int, path: str, allowed: int, file_rights: int) -> None:
+def _add_path(ruleset: int, path: str, allowed: int, file_rights: int, follow: bool = True) -> None:
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return  # nothing there: nothing to allow
     try:
-        if not os.path.isdir("/proc/self/fd/%d" % fd):
+        st = os.fstat(fd)
+        if not follow and (stat.S_ISLNK(st.st_mode) or (not stat.S_ISDIR(st.st_mode) and st.st_nlink != 1)):
+            return  # swapped for a link, or given a second name, since it was listed
+        if not stat.S_ISDIR(st.st_mode):
             allowed &= file_rights  # a file rule may only carry the rights of files
         attr = _PathBeneath(allowed, fd)
         _call(syscalls.SYS_LANDLOCK_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0)
@@ -137,7 +176,7 @@ _BUILT_MAX = 16
 
 
 def _rule_paths(confine: Confine) -> Tuple[str, ...]:
-    return ("/",) + DEV_FILES + (confine.write_roots if confine.level == "cautious" else ())
+    return ("/",) + DEV_FILES + write_paths(confine)
 
 
 def _named(paths: Tuple[str, ...]) -> Tuple[Optional[Tuple[int, int]], ...]:
@@ -158,13 +197,14 @@ def ruleset_for(confine: Confine) -> Tuple[int, bool]:
     if abi() <= 0:
         return -1, False
     # Taken before a build: a path changed during it makes the next call build afresh.
-    named = _named(_rule_paths(confine))
+    paths = _rule_paths(confine)
+    named = _named(paths)
     with _built_lock:
         hit = _built.get(confine)
         if hit is not None and hit[1] == named:
             _built.move_to_end(confine)
             return (os.dup(hit[0]) if hit[0] >= 0 else -1), True
-    ruleset, confined = _build(confine)
+    ruleset, confined = _build(confine, paths[1 + len(DEV_FILES) :])
     with _built_lock:
         replaced = _built.pop(confine, None)
         _built[confine] = (os.dup(ruleset) if ruleset >= 0 else -1, named)
@@ -177,7 +217,7 @@ def ruleset_for(confine: Confine) -> Tuple[int, bool]:
     return ruleset, confined
 
 
-def _build(confine: Confine) -> Tuple[int, bool]:
+def _build(confine: Confine, writable: Tuple[str, ...]) -> Tuple[int, bool]:
     version = abi()  # > 0: ruleset_for has checked
     fs_all = (1 << _FS_BITS.get(version, 16)) - 1
     read = (ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR | ACCESS_FS_IOCTL_DEV) & fs_all
@@ -197,9 +237,9 @@ def _build(confine: Confine) -> Tuple[int, bool]:
             _add_path(ruleset, "/", read, file_rights)
             for path in DEV_FILES:
                 _add_path(ruleset, path, file_rights, file_rights)
-            if confine.level == "cautious":
-                for root in confine.write_roots:
-                    _add_path(ruleset, root, fs_all, file_rights)
+            for i, path in enumerate(writable):
+                # The entries of entry roots are opened without following a link.
+                _add_path(ruleset, path, fs_all, file_rights, follow=i < len(confine.write_roots))
         if handled_net and confine.egress_port:
             port = _NetPort(ACCESS_NET_CONNECT_TCP, confine.egress_port)
             _call(syscalls.SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(port), 0)

@@ -176,7 +176,7 @@ class _FileHits:
 
     def take(self, n: int) -> List[Hit]:
         if self.raw:
-            return [_rg_record(record) for record in self.raw[:n]]
+            return [_rg_hit(json.loads(record)["data"]) for record in self.raw[:n]]
         return self.hits[:n]
 
 
@@ -224,11 +224,13 @@ def _run_rg(
     # Line mode: "$" matches before "\r\n" too. Multiline: "\r" is an ordinary character.
     argv += ["-U", "--multiline-dotall"] if q.multiline else ["--crlf"]
     argv += q.walk.argv
-    if q.mode == "content" and q.multiline:
-        argv.append("--json")  # it tells which lines form one match
-    elif q.mode == "content":
-        # "path\0line:column:text" records: much less to produce and parse than --json.
-        argv += ["--null", "--line-number", "--column", "--no-heading", "-m", str(q.per_file + 1)]
+    if q.mode == "content":
+        # JSON records: one per line whatever a name holds (a name may hold a line break, and
+        # the text records' binary-file note carries no NUL), and they tell which lines form
+        # one match in multiline mode.
+        argv.append("--json")
+        if not q.multiline:
+            argv += ["-m", str(q.per_file + 1)]
     else:
         # Also for "files": unlike -l, --count reads each file to the end, so ripgrep itself
         # drops every file with a NUL byte.
@@ -295,16 +297,6 @@ def _rg_path(data: Dict[str, Any]) -> str:
     return _relative(path)
 
 
-def _rg_record(record: bytes) -> Hit:
-    """A match from ripgrep's JSON record, or from its ``line:column:text`` record."""
-    if record.startswith(b"{"):
-        return _rg_hit(json.loads(record)["data"])
-    number, column, raw = record.split(b":", 2)
-    line = int(number)
-    text = _strip_cr(raw.decode("utf-8", "replace"))
-    return line, line, len(raw[: int(column) - 1].decode("utf-8", "replace")) + 1, [text]
-
-
 def _rg_hit(data: Dict[str, Any]) -> Hit:
     lines = data["lines"]
     raw = lines["text"].encode("utf-8") if "text" in lines else base64.b64decode(lines["bytes"])
@@ -330,10 +322,7 @@ def _rg_counts(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str
 
 def _rg_engine(q: _Query, rg: str, paths: Optional[List[str]]) -> Tuple[Dict[str, _FileHits], bool, bool]:
     """Content mode: the hits of each file that has some."""
-    if q.multiline:
-        out, timed_out, cut = _run_rg(q, rg, paths)
-        return _rg_json(q, out), timed_out, cut
-    records = _TextRecords(q)
+    records = _JsonRecords(q)
     _, timed_out, cut = _run_rg(q, rg, paths, records.feed)
     return records.finish(), timed_out, cut
 
@@ -345,66 +334,40 @@ def _keep(q: _Query, found: Dict[str, _FileHits], path: str, hits: _FileHits, bi
         found[path] = hits
 
 
-class _TextRecords:
-    """Content mode's "path\0line:column:text" records, taken in batches of whole lines while
-    ripgrep still runs (a file's lines come together). Records are kept raw and decoded only
-    if they make it into the result."""
+class _JsonRecords:
+    """Content mode's JSON records, taken in batches of whole lines while ripgrep still runs
+    (a file's records come together, between its "begin" and "end"). Match records are kept
+    raw and decoded only if they make it into the result."""
 
     def __init__(self, q: _Query) -> None:
         self.q = q
         self.found: Dict[str, _FileHits] = {}
         self.current: Optional[_FileHits] = None
-        self.name = b""
-        self.binary = False
+        self.path = ""
 
     def feed(self, lines: bytes) -> None:
         q = self.q
         for record in lines.split(b"\n"):
-            record_name, sep, rest = record.partition(b"\0")
-            if not sep:
-                # Not a match but ripgrep's note that it met a NUL byte after printing matches.
-                self.binary = self.binary or bool(record)
-                continue
             current = self.current
-            if current is None or record_name != self.name:
-                self._close_file()
-                current = self.current = _FileHits()
-                self.name, self.binary = record_name, False
-            current.count += 1
-            if current.count <= q.per_file + 1:
-                current.raw.append(rest)
+            if record.startswith(b'{"type":"match"'):
+                if current is not None:
+                    current.count += 1
+                    if current.count <= q.per_file + 1:
+                        current.raw.append(record)
+            elif record.startswith(b'{"type":"begin"'):
+                self.current = _FileHits()
+                # Most paths need no JSON unescaping: slice them out instead of parsing the record.
+                if record.startswith(_BEGIN) and record.endswith(b'"}}}') and b"\\" not in record:
+                    self.path = _relative(record[len(_BEGIN) : -4].decode("utf-8"))
+                else:
+                    self.path = _rg_path(json.loads(record)["data"]["path"])
+            elif record.startswith(b'{"type":"end"') and current is not None:
+                # Line mode stops a file at per_file + 1 matches (-m), maybe before a NUL byte.
+                _keep(q, self.found, self.path, current, b'"binary_offset":null' not in record, not q.multiline)
+                self.current = None
 
     def finish(self) -> Dict[str, _FileHits]:
-        self._close_file()
         return self.found
-
-    def _close_file(self) -> None:
-        if self.current is not None:
-            _keep(self.q, self.found, _relative(self.name.decode("utf-8", "surrogateescape")), self.current, self.binary, True)
-            self.current = None
-
-
-def _rg_json(q: _Query, out: bytes) -> Dict[str, _FileHits]:
-    found: Dict[str, _FileHits] = {}
-    current: Optional[_FileHits] = None
-    path = ""
-    for record in out.split(b"\n"):
-        if record.startswith(b'{"type":"match"'):
-            if current is not None:
-                current.count += 1
-                if current.count <= q.per_file + 1:
-                    current.raw.append(record)
-        elif record.startswith(b'{"type":"begin"'):
-            current = _FileHits()
-            # Most paths need no JSON unescaping: slice them out instead of parsing the record.
-            if record.startswith(_BEGIN) and record.endswith(b'"}}}') and b"\\" not in record:
-                path = _relative(record[len(_BEGIN) : -4].decode("utf-8"))
-            else:
-                path = _rg_path(json.loads(record)["data"]["path"])
-        elif record.startswith(b'{"type":"end"') and current is not None:
-            _keep(q, found, path, current, b'"binary_offset":null' not in record, False)
-            current = None
-    return found
 
 
 # ---------------------------------------------------------------- pure Python

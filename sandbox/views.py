@@ -7,7 +7,8 @@ the daemon builds, per confinement, a view under ``BASE`` (root's, mode 0700): a
 of ``/`` with no upper layer (read-only, and live: it shows every later change below it),
 the container's other mounts inside it (a fresh ``proc``; ``/dev``, ``/sys`` and files
 bound as they are; directories, ``/tmp`` and ``/dev/shm`` among them, as read-only
-overlays too), and, at cautious, each write root bound read-write at its own path. A
+overlays too), and, at cautious, each write root, and each entry kept of the entry roots
+(``landlock.entries``: the home's, not the home), bound read-write at its own path. A
 command confined to safe or cautious is chrooted into its view before its ids change;
 it never holds CAP_SYS_CHROOT, so it cannot leave. Dangerous commands run on the real root.
 
@@ -17,12 +18,13 @@ gets a new view (the old one is detached, so commands still inside keep theirs).
 """
 
 import ctypes
+import errno
 import os
 import threading
 from typing import Dict, List, Optional, Tuple
 
 from . import syscalls
-from .landlock import Confine
+from .landlock import Confine, write_paths
 
 BASE = "/run/caisson/views"
 _EMPTY = BASE + "/.empty"
@@ -109,8 +111,13 @@ def _build(path: str, roots: Tuple[str, ...]) -> None:
         else:
             _read_only(point, target)
     for root in sorted(roots, key=lambda r: r.count("/")):
-        if os.path.isdir(root) and not os.path.islink(root):
-            _mount(root, path + root, None, MS_BIND)
+        # Files too, as Landlock grants them (an entry of the home may be one).
+        if os.path.exists(root) and not os.path.islink(root):
+            try:
+                _mount(root, path + root, None, MS_BIND)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):  # gone since listed: nothing to allow
+                    raise
 
 
 def view_for(confine: Confine) -> Optional[str]:
@@ -118,7 +125,7 @@ def view_for(confine: Confine) -> Optional[str]:
     global _made
     if confine.level == "dangerous":
         return None
-    roots = tuple(sorted(set(confine.write_roots))) if confine.level == "cautious" else ()
+    roots = tuple(sorted(set(write_paths(confine))))
     key = (confine.level, roots)
     named = _named(roots)
     with _lock:

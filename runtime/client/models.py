@@ -46,6 +46,9 @@ class Confinement(BaseModel):
     # Commands: safe may write nothing, cautious only beneath write_roots, dangerous as the user.
     level: Literal["safe", "cautious", "dangerous"] = "safe"
     write_roots: tuple[str, ...] = ()
+    # Cautious commands: directories whose existing entries, not themselves, they may write
+    # beneath (the agent's home: not its dot entries, `bin`, links or files with two names).
+    entry_roots: tuple[str, ...] = ()
     network: bool = False
     # The session's egress relay on loopback: the one TCP port commands may connect to.
     egress_port: int = 0
@@ -60,10 +63,14 @@ class Confinement(BaseModel):
             return self
         roots = None if self.roots is None else (*self.roots, *dirs)
         write_roots = dirs if self.level == "safe" else (*self.write_roots, *dirs)
+        entry_roots = () if self.level == "safe" else self.entry_roots
         # A safe command kept writable for bookkeeping still changes no metadata.
         metadata = False if self.level == "safe" else self.metadata
         return self.model_copy(
-            update={"level": "cautious", "write_roots": write_roots, "roots": roots, "metadata": metadata}
+            update={
+                "level": "cautious", "write_roots": write_roots, "entry_roots": entry_roots, "roots": roots,
+                "metadata": metadata,
+            }
         )
 
     def command_rules(self) -> dict[str, object]:
@@ -71,6 +78,8 @@ class Confinement(BaseModel):
         rules: dict[str, object] = {
             "level": self.level, "write_roots": list(self.write_roots), "network": self.network, "metadata": metadata,
         }
+        if self.entry_roots:
+            rules["entry_roots"] = list(self.entry_roots)
         return rules | ({"egress_port": self.egress_port} if self.egress_port else {})
 
 

@@ -58,8 +58,13 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 # The same for what other programs read at start and act on, since the agent's home is a
 # writable root and a later unconfined command (an approved one, a harness's test run) would
 # run it: shell start-up files, editors' and pagers' settings, Python's site hooks (.pth,
-# sitecustomize, usercustomize), package managers' run settings, ssh and credential helpers,
-# and the home's configuration and user site as a whole (~/.local/bin is on a login PATH).
+# sitecustomize, usercustomize), package managers' run and index settings (a venv's pip.conf,
+# a project's .cargo/config.toml), ssh and credential helpers (.netrc's macros run at login).
+# In the home every dot entry is protected as a whole, since programs too many to list read
+# their start-up code there (.gdbinit, .Rprofile, .sqliterc, ~/.ipython, ~/.gradle/init.d ...),
+# and ~/bin, which a login shell puts on PATH (as ~/.local/bin). A top-level entry of the home
+# (and the home itself, as a copy's destination) too: the kernel lets a cautious command write
+# only beneath the home's existing entries, so making a new one there needs approval.
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git",
     ".git/**",
@@ -74,7 +79,8 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".curlrc", ".wgetrc", ".hgrc",
     "*.pth", "sitecustomize.py", "usercustomize.py",
     ".ssh", ".ssh/**", ".gnupg", ".gnupg/**", ".docker", ".docker/**", ".kube", ".kube/**", ".aws", ".aws/**",
-    "/home/*/.config", "/home/*/.config/**", "/home/*/.local", "/home/*/.local/**",
+    "pip.conf", "pip.ini", ".pydistutils.cfg", ".cargo/config", ".cargo/config.toml", ".netrc", "_netrc",
+    "/home/*/.*", "/home/*/.*/**", "/home/*/bin", "/home/*/bin/**", "/home/*", "/home/*/*",
 )
 
 
@@ -214,6 +220,12 @@ def glob_match(pattern: str, path: str) -> bool:
     .pem file, ``.git/hooks/**`` every hook of every repository).
     """
     return _glob_regex(pattern).fullmatch(path) is not None
+
+
+def is_home_entry(path: str) -> bool:
+    """A home (``/home/<user>``) or one of its top-level entries other than a dot entry or ``bin``."""
+    parts = normalize(path).split("/")
+    return len(parts) in (3, 4) and parts[1] == "home" and (len(parts) == 3 or parts[3][:1] != "." and parts[3] != "bin")
 
 
 def matches_any(patterns: Iterable[str], path: str) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import posixpath
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,7 +21,7 @@ from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.profiles.hooks import hook_tool
 from caisson.tools.base import REGISTRY, Tool, ToolError, ToolInput, ToolResult
-from caisson.tools.text import glob_regex, op_errors, shown_name
+from caisson.tools.text import glob_regex, op_errors, shown_json
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -45,7 +44,7 @@ def workspace_path(ctx: ToolContext, path: str) -> str:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return shown_json(value)
 
 
 def _as_json(result: ToolResult, value: Any, *, ok: bool | None = None) -> ToolResult:
@@ -134,13 +133,13 @@ def _present_code_search(result: ToolResult, args: CodeSearchArgs) -> ToolResult
     root = args._root
     if args.mode == "glob":
         matches = [
-            {"file": shown_name(posixpath.relpath(f, root)), "line": 0, "column": 0, "content": "", "context": []}
+            {"file": posixpath.relpath(f, root), "line": 0, "column": 0, "content": "", "context": []}
             for f in result.data["files"]
         ]
     else:
         matches = [
             {
-                "file": shown_name(posixpath.relpath(m["path"], root)),
+                "file": posixpath.relpath(m["path"], root),
                 "line": m["line"],
                 "column": m["column"],
                 "content": m["text"],
@@ -246,8 +245,7 @@ async def _file_list(ctx: ToolContext, args: FileListArgs) -> ToolResult:
             entries.append({"path": path, "type": "directory"})
         else:
             entries.append({"path": path, "type": "file", "sizeBytes": size})
-    shown = [{**entry, "path": shown_name(entry["path"])} for entry in entries]
-    return ToolResult.success(_dumps(shown), entries)
+    return ToolResult.success(_dumps(entries), entries)
 
 
 FILE_LIST = Tool(

@@ -18,7 +18,6 @@ commands: host hooks serve them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from caisson.policy.paths import is_secret
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.profiles.hooks import hook_tool
 from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
-from caisson.tools.text import shown_name
+from caisson.tools.text import shown_json, shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -58,7 +57,7 @@ SECRET_MESSAGE = "Refusing to read env file. Reading secrets is not permitted."
 
 def done(result: ToolResult, value: Any, **extra: Any) -> ToolResult:
     envelope = {"status": "done", "result": value, **extra}
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else shown_json(value)
     return result.model_copy(update={"ok": True, "error": None, "text": text, "data": envelope})
 
 
@@ -307,7 +306,7 @@ class GlobArgs(ToolInput):
 def _present_glob(result: ToolResult, args: GlobArgs) -> ToolResult:
     if not result.ok:
         return error(result, _message(result))
-    return done(result, {"files": [shown_name(f) for f in result.data["files"]], "remaining": result.data["remaining"]})
+    return done(result, {"files": result.data["files"], "remaining": result.data["remaining"]})
 
 
 class GrepArgs(ToolInput):

@@ -13,7 +13,6 @@ and not excluded by .gitignore.
 from __future__ import annotations
 
 import base64
-import json
 import posixpath
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from pydantic import Field
 from caisson.policy import Level
 from caisson.profiles.base import Profile, ProfileTool, canonical_args
 from caisson.tools.base import REGISTRY, Tool, ToolErrorInfo, ToolInput, ToolResult
-from caisson.tools.text import shown_name
+from caisson.tools.text import shown_json
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -57,7 +56,7 @@ def _object(result: ToolResult, value: dict[str, Any]) -> ToolResult:
     if not ok:
         error = ToolErrorInfo(code=value["reason"], message=value["message"])
     return result.model_copy(
-        update={"ok": ok, "error": error, "text": json.dumps(value, ensure_ascii=False), "data": value}
+        update={"ok": ok, "error": error, "text": shown_json(value), "data": value}
     )
 
 
@@ -162,8 +161,7 @@ class ListFilesArgs(ToolInput):
 async def _list_files(ctx: ToolContext, args: ListFilesArgs) -> ToolResult:
     files = await known_files(ctx)
     value = {"files": sorted(to_agent(ctx, f) for f in files)}
-    shown = {"files": [shown_name(f) for f in value["files"]]}
-    return ToolResult.success(json.dumps(shown, ensure_ascii=False), value)
+    return ToolResult.success(shown_json(value), value)
 
 
 LIST_FILES = Tool(
@@ -224,8 +222,7 @@ async def _grep_files(ctx: ToolContext, args: GrepFilesArgs) -> ToolResult:
             for h in f.matches
         ]
     value = {"matches": matches, "files_scanned": len(files)}
-    shown = {**value, "matches": [{**m, "path": shown_name(m["path"])} for m in matches]}
-    return ToolResult.success(json.dumps(shown, ensure_ascii=False), value)
+    return ToolResult.success(shown_json(value), value)
 
 
 GREP_FILES = Tool(

@@ -22,7 +22,6 @@ a hook the call fails with the code ``not_served`` and a message naming this fun
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ from pydantic import BaseModel
 from caisson.policy import Level
 from caisson.tools.base import Tool, ToolError, ToolResult
 from caisson.tools.context import HasToolContext, ToolContext
+from caisson.tools.text import shown_json
 
 HookHandler = Callable[["ToolContext", dict[str, Any]], Any | Awaitable[Any]]
 
@@ -93,7 +93,7 @@ def hook_tool(
 
     async def handler(ctx: ToolContext, args: BaseModel) -> ToolResult:
         value = await call_hook(ctx, profile, name, args, what)
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        text = value if isinstance(value, str) else shown_json(value)
         return ToolResult.success(text, value)
 
     return Tool(

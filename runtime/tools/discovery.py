@@ -3,7 +3,6 @@ schemas) and list_skills (SKILL.md files under the configured skill directories)
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import REGISTRY, ToolInput, ToolResult, tool
 from caisson.tools.context import CatalogEntry, HasToolContext, ToolContext
+from caisson.tools.text import shown_json
 
 
 def catalog(ctx: ToolContext) -> list[CatalogEntry]:
@@ -106,7 +106,7 @@ async def tool_search(ctx: ToolContext, args: ToolSearchInput) -> ToolResult:
     if not tools:
         text = "No matching tools." + (f" Unknown: {', '.join(missing)}." if missing else "")
         return ToolResult.success(text, data)
-    return ToolResult.success(json.dumps(data, indent=2), data)
+    return ToolResult.success(shown_json(data, indent=2), data)
 
 
 # ---- skills -------------------------------------------------------------------------------------
@@ -189,4 +189,4 @@ async def list_skills(ctx: ToolContext, args: ListSkillsInput) -> ToolResult:
     if not skills:
         return ToolResult.success("No skills available.", {"skills": []})
     skills.sort(key=lambda s: (s["name"], s["path"]))
-    return ToolResult.success(json.dumps(skills, indent=2), {"skills": skills})
+    return ToolResult.success(shown_json(skills, indent=2), {"skills": skills})

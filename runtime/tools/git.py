@@ -19,6 +19,7 @@ from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
 from caisson.tools.search.listing import EXCLUDED_DIR, FIND_TIMEOUT, glob_regex
+from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -291,7 +292,9 @@ async def git_status(ctx: ToolContext, args: GitStatusInput) -> ToolResult:
     if not entries:
         return ToolResult.success(f"{where}\nnothing to commit, working tree clean", data)
     lines = [where] + [
-        f"{e['status']} {e['orig_path']} -> {e['path']}" if e["orig_path"] else f"{e['status']} {e['path']}"
+        f"{e['status']} {shown_name(e['orig_path'])} -> {shown_name(e['path'])}"
+        if e["orig_path"]
+        else f"{e['status']} {shown_name(e['path'])}"
         for e in entries
     ]
     return ToolResult.success("\n".join(lines), data)

@@ -22,7 +22,6 @@ existing grant covers is answered without asking.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Literal
@@ -31,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from caisson.policy import Grant, GrantLevel, GrantStore, Level, PermissionAnswer
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.text import shown_json
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -167,7 +167,7 @@ async def ask_user_questions(ctx: ToolContext, args: AskUserQuestionsInput) -> T
     if issues:
         return _invalid(issues)
     data = {"answers": [{"question": q.text, "type": q.type, "answer": answers[q.text]} for q in args.questions]}
-    return ToolResult.success(json.dumps({"answers": answers}, indent=2), data)
+    return ToolResult.success(shown_json({"answers": answers}, indent=2), data)
 
 
 # ---- permissions ----------------------------------------------------------------------------------
@@ -245,4 +245,4 @@ async def ask_for_permissions(ctx: ToolContext, args: AskForPermissionsInput) ->
         "grant": answer.grant.model_dump(mode="json", include=GRANT_FIELDS) if answer.grant else None,
     }
     summary = {"granted": answer.granted, "scope": answer.scope, "message": answer.message}
-    return ToolResult.success(json.dumps(summary), data)
+    return ToolResult.success(shown_json(summary), data)

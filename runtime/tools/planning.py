@@ -25,6 +25,7 @@ from pydantic import Field
 from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import HasToolContext, ToolContext
@@ -413,14 +414,15 @@ async def list_plans(ctx: ToolContext, args: ListPlansInput) -> ToolResult:
     async with anyio.create_task_group() as tg:
         for plan_id in ids:
             tg.start_soon(load, plan_id)
-    summaries = [_summary(plans[i]) for i in ids if i in plans]
-    if not summaries:
+    loaded = [plans[i] for i in ids if i in plans]
+    if not loaded:
         return ToolResult.success("No plans found. Use markdown_plan to create one.", {"plans": []})
     lines = [
-        f"{s['id']}: {s['title']} [{s['status']}] created {s['created']}, {s['steps']} steps, {s['progress_text']}"
-        for s in summaries
+        f"{shown_name(p.id)}: {shown_name(p.title)} [{p.status}] created {p.created}, {len(p.steps)} steps, "
+        f"{describe_progress(p)}"
+        for p in loaded
     ]
-    return ToolResult.success("\n".join(lines), {"plans": summaries})
+    return ToolResult.success("\n".join(lines), {"plans": [_summary(p) for p in loaded]})
 
 
 class ReadPlanInput(ToolInput):

@@ -4,6 +4,7 @@ line handling, glob patterns, size formatting and daemon error translation."""
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 import unicodedata
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from difflib import SequenceMatcher
 from functools import lru_cache
+from typing import Any
 
 from caisson.errors import OpError
 from caisson.policy.paths import glob_translate
@@ -97,11 +99,39 @@ def shown_name(name: str) -> str:
             out.append(f"\\x{code - 0xDC00:02x}")
         elif c in _NAMED:
             out.append(_NAMED[c])
-        elif c != " " and unicodedata.category(c) in _UNSEEN:
+        elif _unseen(c):
             out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(c)
     return "".join(out)
+
+
+def _unseen(c: str) -> bool:
+    return c != " " and unicodedata.category(c) in _UNSEEN
+
+
+# What JSON text may still carry raw once json.dumps has escaped quotes, backslashes and C0
+# controls: anything outside printable ASCII (a layout newline of indent= is not inside a string).
+_JSON_CANDIDATE = re.compile(r"[^\x20-\x7e\n]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    c = match.group()
+    if not _unseen(c):
+        return c
+    code = ord(c)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # JSON spells a character beyond the BMP as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def shown_json(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as the JSON text a tool shows: names and text in any script stay readable,
+    while every character :func:`shown_name` escapes is written as a JSON ``\\u`` escape, so
+    the text parses back to exactly ``value`` but cannot display as something it is not."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    return _JSON_CANDIDATE.sub(_json_escape, text)
 
 
 def split_lines(text: str) -> list[str]:

@@ -384,3 +384,23 @@ async def test_grep_content_over_output_that_arrives_in_many_pieces(shared_sessi
     assert (rg.engine, py.engine) == ("rg", "python")
     assert len(rg.files) == 4000 - len(range(0, 4000, 97))  # each text file once, no binary one
     assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})
+
+
+async def test_grep_content_reads_names_with_line_breaks_as_they_are(shared_session: Session) -> None:
+    """A name may hold a line break (and look like ripgrep's binary-file note): content
+    searches show every file by its real name, the file before it keeps its hits, and files
+    whose NUL byte comes after their matches stay out, as with the Python engine."""
+    root = await make_files(shared_session, "line-break-names", 300, (
+        "os.makedirs(root, exist_ok=True)\n"
+        "name = 'f%03d\\nfake%03d.txt' % (i, i) if i % 2 else 'f%03d: WARNING: stopped\\nx%03d' % (i, i)\n"
+        "tail = 'x' * 300_000 + '\\0binary\\n' if i % 7 == 0 else 'plain\\n'\n"
+        "open(os.path.join(root, name), 'w').write('needle\\nneedle\\n' + tail)\n"
+    ))
+    args = GrepInput(pattern="needle", path=root, output_mode="content", limit=100_000)
+    _, rg = await run_search(shared_session.tool_context(), args, "rg")
+    _, py = await run_search(shared_session.tool_context(), args, "python")
+    assert (rg.engine, py.engine) == ("rg", "python")
+    assert sorted(f.path for f in rg.files) == sorted(
+        (f"f{i:03d}\nfake{i:03d}.txt" if i % 2 else f"f{i:03d}: WARNING: stopped\nx{i:03d}")
+        for i in range(300) if i % 7)
+    assert rg.model_dump(exclude={"engine"}) == py.model_dump(exclude={"engine"})

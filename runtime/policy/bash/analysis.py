@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..levels import Level
-from ..paths import normalize
+from ..paths import is_home_entry, normalize
 from .destructive import BLOCK_DEVICE_RE, backstop
 from .lexer import ASSIGN_RE, MAX_DEPTH, Lexer, ParseError, Redir, Tok, Word
 from .parser import Simple, parse
@@ -125,6 +125,10 @@ class Analyzer:
             self._note(seg, _D, f"{what} {path} outside the workspace")
             return
         hit = self.places.protected_path(word)
+        if hit is not None and is_home_entry(hit):
+            self._note(seg, _D, f"{what} {hit}, the home or an entry at its top (the kernel lets cautious commands write only "
+                       "beneath the home's existing entries; a new one there needs approval)")
+            return
         if hit is not None:
             self._note(seg, _D, f"{what} {hit}, which programs read at start and may run code from (a protected path)")
             return

@@ -27,6 +27,7 @@ from caisson.tools.text import (
     is_binary_extension,
     op_errors,
     sha256_hex,
+    shown_name,
     split_lines,
     tool_error,
 )
@@ -165,7 +166,8 @@ async def _read_prefix(ctx: ToolContext, path: str, size: int, lines_needed: int
 
 def _directory_listing(path: str, names: list[tuple[str, bool]]) -> ToolResult:
     entries = [f"{name}/" if is_dir else name for name, is_dir in sorted(names)]
-    return ToolResult.success("\n".join(entries), {"path": path, "type": "directory", "entries": entries})
+    text = "\n".join(f"{shown_name(name)}/" if is_dir else shown_name(name) for name, is_dir in sorted(names))
+    return ToolResult.success(text, {"path": path, "type": "directory", "entries": entries})
 
 
 @tool(

@@ -18,6 +18,7 @@ from caisson.client.models import TaskInfo, TaskOutput
 from caisson.errors import OpError
 from caisson.policy import Level
 from caisson.tools.base import ToolError, ToolInput, ToolResult, tool
+from caisson.tools.text import shown_name
 
 if TYPE_CHECKING:
     from caisson.tools.context import ToolContext
@@ -225,7 +226,7 @@ async def task_list(ctx: ToolContext, args: TaskListInput) -> ToolResult:
         return ToolResult.success("No background tasks.", {"tasks": []})
     lines = [
         f"{r['task_id']}  {describe_status(r['running'], r['exit_code'], r['signal'], r['timed_out'])}"
-        f"  pid {r['pid']}  {r['command']}"
+        f"  pid {r['pid']}  {shown_name(r['command'])}"
         for r in rows
     ]
     return ToolResult.success("\n".join(lines), {"tasks": rows})

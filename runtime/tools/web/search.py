@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from caisson.policy import Level
 from caisson.tools.base import ToolErrorInfo, ToolInput, ToolResult, tool
+from caisson.tools.text import shown_json
 from caisson.tools.web.settings import SEARCH_PROVIDERS, SearchProvider, WebSettings, web_settings
 
 if TYPE_CHECKING:
@@ -43,9 +43,9 @@ async def web_search(ctx: ToolContext, args: WebSearchInput) -> ToolResult:
         failure = {"error": str(exc) or type(exc).__name__, "query": args.query, "results": []}
         return ToolResult(
             ok=False,
-            text=json.dumps(failure),
+            text=shown_json(failure),
             data=failure,
             error=ToolErrorInfo(code="search_failed", message=failure["error"]),
         )
     payload = [r.model_dump() for r in results]
-    return ToolResult.success(json.dumps(payload, indent=2), {"query": args.query, "results": payload})
+    return ToolResult.success(shown_json(payload, indent=2), {"query": args.query, "results": payload})
