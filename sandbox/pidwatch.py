@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
-from . import reclaim
+from . import proctree, reclaim
 from .errors import DaemonError
 from .limits import PROCESSES
 from .spawner import MARKER_BASE, Spawner
@@ -73,21 +73,11 @@ def check(spawner: Spawner) -> None:
 def _crowded() -> Optional[Tuple[int, int]]:
     """The marker group with the most processes: (marker, one of its pids)."""
     members: Dict[int, Tuple[int, int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/status" % name, "rb") as f:
-                status = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        start = status.find(b"\nGroups:")
-        if start < 0:
-            continue
-        for group in map(int, status[start + 8 : status.index(b"\n", start + 1)].split()):
+    for pid, held in proctree.groups():
+        for group in held:
             if group >= MARKER_BASE:
                 n, _ = members.get(group, (0, 0))
-                members[group] = (n + 1, int(name))
+                members[group] = (n + 1, pid)
     if not members:
         return None
     marker = max(members, key=lambda g: members[g][0])

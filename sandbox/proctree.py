@@ -7,7 +7,7 @@ marker group instead, and the tree is also every process in that group.
 
 import os
 import signal
-from typing import Dict, List, Optional, Set
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 
 def children_map() -> Dict[int, List[int]]:
@@ -35,11 +35,8 @@ def children_map() -> Dict[int, List[int]]:
     return kids
 
 
-def in_group(marker: Optional[int]) -> Set[int]:
-    """Processes whose supplementary groups include ``marker``."""
-    found: Set[int] = set()
-    if marker is None:
-        return found
+def groups() -> Iterator[Tuple[int, List[int]]]:
+    """Every process with its supplementary groups."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -49,9 +46,15 @@ def in_group(marker: Optional[int]) -> Set[int]:
         except OSError:
             continue  # exited meanwhile
         start = status.find(b"\nGroups:")
-        if start >= 0 and marker in map(int, status[start + 8 : status.index(b"\n", start + 1)].split()):
-            found.add(int(name))
-    return found
+        if start >= 0:
+            yield int(name), [int(g) for g in status[start + 8 : status.index(b"\n", start + 1)].split()]
+
+
+def in_group(marker: Optional[int]) -> Set[int]:
+    """Processes whose supplementary groups include ``marker``."""
+    if marker is None:
+        return set()
+    return {pid for pid, held in groups() if marker in held}
 
 
 def _tree(root: int, include_root: bool, marker: Optional[int] = None) -> Set[int]:

@@ -18,7 +18,7 @@ import pytest
 from caisson import RemoteRuntime, Runtime, SessionLike
 from caisson.errors import OpError
 from tests.server.conftest import docker_engine, sandbox_image, sqlite_api  # noqa: F401 (fixtures)
-from tests.server.harness import Api
+from tests.server.harness import Api, tar_of
 
 pytestmark = pytest.mark.anyio
 
@@ -176,7 +176,7 @@ async def test_copies_and_diff(opened: Opened, tmp_path: Path) -> None:
     (src / "pkg" / "mod.py").write_text("x = 1\n")
     (src / "README").write_text("hello\n")
     await s.copy_in(src, f"{W}/repo")
-    await s.copy_in(_tar({"extra.txt": b"tar bytes\n"}), f"{W}/repo")
+    await s.copy_in(tar_of({"extra.txt": b"tar bytes\n"}), f"{W}/repo")
     assert await s.read_file(f"{W}/repo/pkg/mod.py") == b"x = 1\n"
     await s.write_file(f"{W}/repo/pkg/mod.py", "x = 2\n")
 
@@ -198,14 +198,6 @@ async def test_copies_and_diff(opened: Opened, tmp_path: Path) -> None:
     assert "repo/README" in {c.path for c in (await s.diff()).changes}  # the workdir's, by default
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 async def test_snapshot_fork_and_close(opened: Opened) -> None:
