@@ -363,8 +363,8 @@ async def _close_after_refill(runtime: Runtime | None, session: Session) -> None
     """Close a sample's session once the warm pool is full again (or after POOL_WAIT): the
     engine removing containers while it starts the next samples' slowed the refill that those
     samples wait on."""
-    if runtime is not None and runtime.config.pool is not None:
-        await runtime.pool_ready(POOL_WAIT)
+    if runtime is not None:
+        await runtime.pool_ready(POOL_WAIT)  # at once without a pool
     await session.close()
 
 

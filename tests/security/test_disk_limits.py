@@ -65,14 +65,15 @@ def _used(root: str) -> int:
     return (st.f_blocks - st.f_bavail) * st.f_frsize
 
 
-async def _bystander(rt: Runtime, slowest: list[float], stop: anyio.Event) -> None:
-    async with rt.session() as other:
+async def bystander(rt: Runtime, slowest: list[float], stop: anyio.Event, limits: Limits | None = None) -> None:
+    """Another session calling all along (the slowest call kept in ``slowest``), alive at the end."""
+    async with rt.session(limits=limits or Limits()) as other:
         while not stop.is_set():
             started = time.monotonic()
-            r = await other.exec("true", timeout=60)
-            assert r.exit_code == 0
+            assert (await other.exec("true", timeout=60)).exit_code == 0
             slowest[0] = max(slowest[0], time.monotonic() - started)
             await anyio.sleep(0.05)
+        assert (await other.exec("echo alive", timeout=60)).stdout == "alive\n"
 
 
 @pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
@@ -84,7 +85,7 @@ async def test_every_writer_stops_at_the_quota(rt: Runtime, gvisor: bool) -> Non
     slowest = [0.0]
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_bystander, rt, slowest, stop)
+        tg.start_soon(bystander, rt, slowest, stop)
         for name, command in WRITERS.items():
             quota = QUOTAS.get(name, QUOTA)
             async with rt.session(gvisor=gvisor, limits=Limits(disk=f"{quota // 1024**2}m")) as s:

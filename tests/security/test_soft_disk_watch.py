@@ -23,6 +23,7 @@ from caisson.docker.backend import DockerBackend
 from caisson.docker.disk_watch import DiskWatch
 from caisson.errors import DaemonDied, SessionError
 from caisson.session import Session
+from tests.security.test_disk_limits import bystander
 
 pytestmark = pytest.mark.anyio
 
@@ -83,16 +84,6 @@ async def _stopped(s: Session, command: str) -> tuple[float | None, str]:
     return None, ""
 
 
-async def _bystander(rt: Runtime, slowest: list[float], stop: anyio.Event) -> None:
-    async with rt.session(limits=Limits(disk="300m")) as other:
-        while not stop.is_set():
-            started = time.monotonic()
-            assert (await other.exec("true", timeout=60)).exit_code == 0
-            slowest[0] = max(slowest[0], time.monotonic() - started)
-            await anyio.sleep(0.05)
-        assert (await other.exec("echo alive", timeout=60)).stdout == "alive\n"
-
-
 @pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
 async def test_every_writer_is_stopped_by_the_soft_watch(soft: Runtime, gvisor: bool) -> None:
     watch = _watch(soft)
@@ -101,7 +92,7 @@ async def test_every_writer_is_stopped_by_the_soft_watch(soft: Runtime, gvisor: 
     slowest = [0.0]
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_bystander, soft, slowest, stop)
+        tg.start_soon(bystander, soft, slowest, stop, Limits(disk="300m"))
         for name, command in WRITERS.items():
             quota = QUOTAS.get(name, QUOTA)
             async with soft.session(gvisor=gvisor, limits=Limits(disk=f"{quota // 1024**2}m")) as s:
