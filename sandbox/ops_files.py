@@ -456,13 +456,29 @@ def _rmtree_at(dirfd: int, name: str) -> None:
         os.rmdir(entry_name, dir_fd=parent)
 
 
+def _entry(res: Resolver, path: str, plain: bool) -> Tuple[int, str]:
+    """The directory holding ``path``'s last component (open) and its name, the link itself
+    for a link. ``plain``: refused (NotPlain) where a symbolic link leads to that directory."""
+    try:
+        dirfd, name = res.parent(path, follow=False)
+    except Outside:
+        if plain:  # only a link leads out of roots the path lies beneath
+            raise NotPlain(path, "is reached through a symbolic link") from None
+        raise
+    # The kernel's name of the directory opened is the path asked for only without a link on the way.
+    if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
+        os.close(dirfd)
+        raise NotPlain(path, "is reached through a symbolic link")
+    return dirfd, name
+
+
 def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
     recursive = args["recursive"]
     missing_ok = args["missing_ok"]
     with fs_access(args) as res:
         try:
-            dirfd, name = res.parent(path, follow=False)
+            dirfd, name = _entry(res, path, args["plain"])
         except _MISSING:
             dirfd, name = -1, ""
         try:
@@ -496,10 +512,11 @@ def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
     src = abspath(args, "src")
     dst = abspath(args, "dst")
     overwrite = args["overwrite"]
+    plain = args["plain"]
     with fs_access(args) as res:
-        src_dir, src_name = res.parent(src, follow=False)
+        src_dir, src_name = _entry(res, src, plain)
         try:
-            dst_dir, dst_name = res.parent(dst, follow=False)
+            dst_dir, dst_name = _entry(res, dst, plain)
         except BaseException:
             os.close(src_dir)
             raise

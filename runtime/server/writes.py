@@ -3,9 +3,9 @@ are decided: a write, a copy-in's every member, a new directory, a removal or a 
 decided on the path the daemon will really change (links followed where the daemon follows
 them), and refused when that path or the name given is outside the session's roots,
 protected (what programs run or read at start: shell start-up files, the home's dot entries
-and ``~/bin``, ``.git``, Python's site hooks, ...) or a secret file. Writes and new
-directories are ``plain``: the daemon refuses a link or another name swapped in between the
-look and the write. A tenant changes such files through a tool call or a command, which the
+and ``~/bin``, ``.git``, Python's site hooks, ...) or a secret file. Every change is
+``plain``: the daemon refuses a link (or, for a write, another name) swapped in between the
+look and the change. A tenant changes such files through a tool call or a command, which the
 policy decides and the tenant's approvers answer."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ async def landing(live: Live, path: str, *, follow: bool = True) -> tuple[str, S
 
 
 async def plain(change: Awaitable[T]) -> T:
-    """``change`` (a plain write or mkdir), its ``not_plain`` refusal said as a tenant's."""
+    """``change`` (a plain write, mkdir, removal or rename), its ``not_plain`` refusal said as a tenant's."""
     try:
         return await change
     except OpError as exc:
@@ -119,7 +119,7 @@ async def mkdir(live: Live, path: str, *, parents: bool, exist_ok: bool) -> bool
 
 async def remove(live: Live, path: str, *, recursive: bool, missing_ok: bool) -> bool:
     real, _ = await landing(live, path, follow=False)
-    return await live.agent.remove(real, recursive=recursive, missing_ok=missing_ok)
+    return await plain(live.agent.remove(real, recursive=recursive, missing_ok=missing_ok, plain=True))
 
 
 async def rename(live: Live, src: str, dst: str, *, overwrite: bool) -> None:
@@ -132,7 +132,7 @@ async def rename(live: Live, src: str, dst: str, *, overwrite: bool) -> None:
         if inside.truncated:
             raise OpError("permission_denied", f"{src} holds more than {MAX_MOVED} entries to decide on: {INSTEAD}")
         check(live, *(posixpath.join(dst_real, entry.path) for entry in inside.entries))
-    await live.agent.rename(src_real, dst_real, overwrite=overwrite)
+    await plain(live.agent.rename(src_real, dst_real, overwrite=overwrite, plain=True))
 
 
 @dataclass(frozen=True)

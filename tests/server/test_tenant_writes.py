@@ -170,7 +170,7 @@ def attacks(s: RemoteSession) -> list[tuple[str, Callable[[int], Awaitable[Any]]
 
 
 async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
-    t = sqlite_api.tenant("tenant-writes")
+    t = sqlite_api.tenant("tenant-writes", calls_per_minute=100_000)
     async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session(env={"HARMLESS": "yes"}) as s:
         as_root(docker_engine, s.id, PLANT)
         before = as_root(docker_engine, s.id, LISTING)
@@ -217,6 +217,7 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
             r = c.put(f"/v1/sessions/{s.id}/files", params={"path": f"{H}//proj/../.bashrc"}, content=b"x")
     print(f"a tenant's writes through caisson serve: tried {tried}, landed {landed} (changed {changed}, ran {ran}, "
           f"leaked {leaked}); refused by code {refused}; accepted {len(accepted)}: {accepted}; {len(denied)} calls went to the tenant's approvers (denied)")
+    assert set(refused) <= {"permission_denied", "hostile_archive"}  # refused by the policy, nothing else
     assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["error"] == "permission_denied"
     assert f"{H}/.bashrc is a protected path" in r.json()["detail"] and "tool call" in r.json()["detail"]
@@ -224,15 +225,30 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
 
 
 RACER = f"""
-import os, time
+import os, shutil, time
 os.chdir("{W}")
 os.makedirs("race-dir", exist_ok=True)
 open("race.txt", "w").close()
+def step(*calls):
+    for call in calls:
+        try:
+            call()
+        except OSError:
+            pass
+def back():  # a tenant's mkdir may have made race-dir while the link was away: the real one wins
+    if os.path.isdir("race-real"):
+        if os.path.islink("race-dir"):
+            os.unlink("race-dir")
+        elif os.path.isdir("race-dir"):
+            shutil.rmtree("race-dir")
+        os.rename("race-real", "race-dir")
 while True:
-    os.rename("race-dir", "race-real"); os.symlink("{REPO}/.git/hooks", "race-dir"); time.sleep(0.001)
-    os.unlink("race-dir"); os.rename("race-real", "race-dir")
-    os.symlink("{H}/.bashrc", "r.tmp"); os.rename("r.tmp", "race.txt"); time.sleep(0.001)
-    open("p.tmp", "w").close(); os.rename("p.tmp", "race.txt")
+    step(lambda: os.rename("race-dir", "race-real"), lambda: os.symlink("{REPO}/.git/hooks", "race-dir"))
+    time.sleep(0.001)
+    step(back)
+    step(lambda: os.symlink("{H}/.bashrc", "r.tmp"), lambda: os.rename("r.tmp", "race.txt"))
+    time.sleep(0.001)
+    step(lambda: open("p.tmp", "w").close(), lambda: os.rename("p.tmp", "race.txt"))
 """
 
 
@@ -242,7 +258,7 @@ async def test_a_link_swapped_in_while_a_tenant_writes_lands_nothing(
     """Another writer (the agent's background process) swaps a directory for a link to the
     repository's hooks, and a file for a link to ~/.bashrc, as fast as it can, while the tenant
     writes through those names: the write is plain, so the daemon refuses a link on the way."""
-    t = sqlite_api.tenant("writes-race")
+    t = sqlite_api.tenant("writes-race", calls_per_minute=100_000)
     rounds = 150
     async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session() as s:
         as_root(docker_engine, s.id, PLANT)
@@ -255,7 +271,11 @@ async def test_a_link_swapped_in_while_a_tenant_writes_lands_nothing(
             "write file": lambda i: s.write_file(f"{W}/race.txt", payload(i)),
             "copy_in": lambda i: s.copy_in(tar(("post-checkout", "file", payload(i))), f"{W}/race-dir"),
             "mkdir": lambda i: s.mkdir(f"{W}/race-dir/sub-{i}"),
+            "rename": lambda i: s.rename(f"{W}/moved/m-{i}", f"{W}/race-dir/pre-push"),
+            "remove": lambda i: s.remove(f"{W}/race-dir/pre-commit.sample"),
         }
+        for i in range(rounds):
+            await s.write_file(f"{W}/moved/m-{i}", payload(i))
         for route, attempt in routes.items():
             for i in range(rounds):
                 try:
