@@ -180,7 +180,8 @@ def _members(spool: IO[bytes], dest: str) -> list[_Member]:
 async def copy_in(live: Live, chunks: AsyncIterator[bytes], dest: str) -> None:
     """A tar stream extracted into ``dest`` as the agent's files, once every member's place is
     decided. Directories and files are made plain, member by member; symbolic links last (so
-    nothing is written through one), each by a command whose only write root is its directory."""
+    nothing is written through one), each in its directory as decided, by a command whose only
+    write root that directory is."""
     dest_real, st = await landing(live, dest)
     if st.exists and st.type != "dir":
         raise OpError("not_a_directory", f"{dest} is not a directory")
@@ -221,10 +222,27 @@ def _content(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     return source.read()
 
 
+# Makes a symbolic link in a directory opened without following a link, and refuses one reached
+# through a link on the way (the descriptor's name is then not the one decided on).
+_LINK = """
+import os, sys
+where, name, target = sys.argv[1:]
+fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+if os.readlink("/proc/self/fd/%d" % fd) != where:
+    sys.exit(where + " is reached through a symbolic link")
+try:
+    os.symlink(target, name, dir_fd=fd)
+except FileExistsError:
+    os.unlink(name, dir_fd=fd)
+    os.symlink(target, name, dir_fd=fd)
+"""
+
+
 async def _link(live: Live, where: str, name: str, target: str) -> None:
-    """A symbolic link made by the agent, the kernel letting it write in ``where`` alone."""
+    """A symbolic link made by the agent in ``where`` as decided, the kernel letting it write
+    there alone."""
     cfg = live.session.config
     maker = live.session.confined(Confinement(user=cfg.agent_user, level="cautious", write_roots=(where,), network=False))
-    done = await maker.exec(["ln", "-sfT", "--", target, name], cwd=where, timeout=30)
+    done = await maker.exec(["python3", "-c", _LINK, where, name, target], cwd="/", timeout=30)
     if done.exit_code != 0:
         raise OpError("copy_failed", f"making the link {where}/{name} failed: {done.stderr.strip()[-500:]}")

@@ -271,6 +271,7 @@ async def test_a_link_swapped_in_while_a_tenant_writes_lands_nothing(
             "write file": lambda i: s.write_file(f"{W}/race.txt", payload(i)),
             "copy_in": lambda i: s.copy_in(tar(("post-checkout", "file", payload(i))), f"{W}/race-dir"),
             "mkdir": lambda i: s.mkdir(f"{W}/race-dir/sub-{i}"),
+            "copy_in link": lambda i: s.copy_in(tar(("pre-rebase", "symlink", f"{W}/moved/m-{i}")), f"{W}/race-dir"),
             "rename": lambda i: s.rename(f"{W}/moved/m-{i}", f"{W}/race-dir/pre-push"),
             "remove": lambda i: s.remove(f"{W}/race-dir/pre-commit.sample"),
         }
