@@ -370,22 +370,14 @@ def make_dir(
     ``plain``: refused (NotPlain, nothing made at that level) where a symbolic link leads
     to the directory it would be made in."""
     try:
-        dirfd, name = res.parent(path, follow=False)
+        dirfd, name = _entry(res, path, plain)
     except FileNotFoundError:
         head = os.path.dirname(path.rstrip("/"))
         if not parents or head == path:
             raise
         make_dir(res, head, 0o755, ids, parents, plain)
-        dirfd, name = res.parent(path, follow=False)
-    except Outside:
-        if plain:  # only a link leads out of roots the path lies beneath
-            raise NotPlain(path, "is reached through a symbolic link") from None
-        raise
+        dirfd, name = _entry(res, path, plain)
     try:
-        # The kernel's name of the directory opened equals the path asked for only if no
-        # symbolic link was followed on the way (and mkdir below works in that directory).
-        if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
-            raise NotPlain(path, "is reached through a symbolic link")
         try:
             os.mkdir(name, 0o700, dir_fd=dirfd)
         except FileExistsError:
@@ -457,15 +449,16 @@ def _rmtree_at(dirfd: int, name: str) -> None:
 
 
 def _entry(res: Resolver, path: str, plain: bool) -> Tuple[int, str]:
-    """The directory holding ``path``'s last component (open) and its name, the link itself
-    for a link. ``plain``: refused (NotPlain) where a symbolic link leads to that directory."""
+    """The directory holding ``path``'s last component (open) and its name (a link's own).
+    ``plain``: refused (NotPlain) where a symbolic link leads to that directory."""
     try:
         dirfd, name = res.parent(path, follow=False)
     except Outside:
         if plain:  # only a link leads out of roots the path lies beneath
             raise NotPlain(path, "is reached through a symbolic link") from None
         raise
-    # The kernel's name of the directory opened is the path asked for only without a link on the way.
+    # The kernel's name of the directory opened is the path asked for only if no symbolic
+    # link was followed on the way.
     if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
         os.close(dirfd)
         raise NotPlain(path, "is reached through a symbolic link")
