@@ -45,7 +45,9 @@ def refusal(live: Live, path: str) -> str | None:
     policy = live.session.policy
     if not is_within(path, policy.workspace_roots):
         return f"{path} is outside the session's workspace roots ({', '.join(policy.workspace_roots)})"
-    protected = matches_any(policy.protected_paths, path)
+    # An entry whose contents would be protected is too (a link or a directory renamed onto
+    # `.husky`, whose hooks a repository's config may name).
+    protected = matches_any(policy.protected_paths, path) or matches_any(policy.protected_paths, path + "/-")
     if protected:
         return (
             f"{path} is a protected path ({protected}): programs run or read what it holds when they start "

@@ -50,8 +50,11 @@ TARGETS = [
     f"{W}/.githooks/pre-commit", f"{W}/evil.pth", f"{W}/sitecustomize.py", "/tmp/sitecustomize.py", f"{W}/.env",
 ]
 # Where a changed or new file counts as landed (listed by root, with their hashes).
-WATCHED = f"{H} {REPO}/.git {W}/newrepo {W}/.githooks {W}/.env {W}/evil.pth {W}/sitecustomize.py /tmp/sitecustomize.py"
-LISTING = f"find {WATCHED} -path {H}/proj -prune -o \\( -type f -o -type l \\) -print0 2>/dev/null | sort -z | xargs -0 sha256sum"
+WATCHED = f"{H} {REPO}/.git {REPO}/.husky {W}/newrepo {W}/.githooks {W}/.env {W}/evil.pth {W}/sitecustomize.py /tmp/sitecustomize.py"
+LISTING = (
+    f"{{ find {WATCHED} -path {H}/proj -prune -o -type l -printf '%l  %p\\n' 2>/dev/null; find {WATCHED} -path {H}/proj"
+    " -prune -o -type f -print0 2>/dev/null | xargs -0 -r sha256sum; } | sort"
+)
 # The agent's later commands that would run what was planted.
 TRIGGERS = [
     "echo ok", f"git -C {REPO} status", "bash -l -c 'echo ok'", "bash -i -c 'echo ok'",
@@ -157,6 +160,12 @@ def attacks(s: RemoteSession) -> list[tuple[str, Callable[[int], Awaitable[Any]]
     add("rename a directory of hooks to .git", dir_into_git)
     add("rename a directory to .git beside its hooks", dir_holding_git)
     add("rename the hooks away and another directory in", hooks_dir_swap)
+    async def link_onto_hooks_path(i: int) -> None:
+        await s.write_file(f"{W}/g-{i}/pre-commit", payload(i), mode=0o755)
+        await s.copy_in(tar((f"husky-{i}", "symlink", f"{W}/g-{i}")), W)
+        await s.rename(f"{W}/husky-{i}", f"{REPO}/.husky")
+
+    add("a link to a directory of hooks renamed to .husky", link_onto_hooks_path)
     add("mkdir .git/hooks, then write", mkdir_then_write)
     add("mkdir ~/.config/git, then write", mkdir_config_then_write)
     add("write through the dangling link to ~/.bash_login", lambda i: s.write_file(f"{W}/dangling", payload(i)))
