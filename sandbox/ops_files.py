@@ -370,22 +370,14 @@ def make_dir(
     ``plain``: refused (NotPlain, nothing made at that level) where a symbolic link leads
     to the directory it would be made in."""
     try:
-        dirfd, name = res.parent(path, follow=False)
+        dirfd, name = _entry(res, path, plain)
     except FileNotFoundError:
         head = os.path.dirname(path.rstrip("/"))
         if not parents or head == path:
             raise
         make_dir(res, head, 0o755, ids, parents, plain)
-        dirfd, name = res.parent(path, follow=False)
-    except Outside:
-        if plain:  # only a link leads out of roots the path lies beneath
-            raise NotPlain(path, "is reached through a symbolic link") from None
-        raise
+        dirfd, name = _entry(res, path, plain)
     try:
-        # The kernel's name of the directory opened equals the path asked for only if no
-        # symbolic link was followed on the way (and mkdir below works in that directory).
-        if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
-            raise NotPlain(path, "is reached through a symbolic link")
         try:
             os.mkdir(name, 0o700, dir_fd=dirfd)
         except FileExistsError:
@@ -456,13 +448,30 @@ def _rmtree_at(dirfd: int, name: str) -> None:
         os.rmdir(entry_name, dir_fd=parent)
 
 
+def _entry(res: Resolver, path: str, plain: bool) -> Tuple[int, str]:
+    """The directory holding ``path``'s last component (open) and its name (a link's own).
+    ``plain``: refused (NotPlain) where a symbolic link leads to that directory."""
+    try:
+        dirfd, name = res.parent(path, follow=False)
+    except Outside:
+        if plain:  # only a link leads out of roots the path lies beneath
+            raise NotPlain(path, "is reached through a symbolic link") from None
+        raise
+    # The kernel's name of the directory opened is the path asked for only if no symbolic
+    # link was followed on the way.
+    if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
+        os.close(dirfd)
+        raise NotPlain(path, "is reached through a symbolic link")
+    return dirfd, name
+
+
 def op_remove(args: Dict[str, Any], blob: bytes) -> Reply:
     path = abspath(args)
     recursive = args["recursive"]
     missing_ok = args["missing_ok"]
     with fs_access(args) as res:
         try:
-            dirfd, name = res.parent(path, follow=False)
+            dirfd, name = _entry(res, path, args["plain"])
         except _MISSING:
             dirfd, name = -1, ""
         try:
@@ -496,10 +505,11 @@ def op_rename(args: Dict[str, Any], blob: bytes) -> Reply:
     src = abspath(args, "src")
     dst = abspath(args, "dst")
     overwrite = args["overwrite"]
+    plain = args["plain"]
     with fs_access(args) as res:
-        src_dir, src_name = res.parent(src, follow=False)
+        src_dir, src_name = _entry(res, src, plain)
         try:
-            dst_dir, dst_name = res.parent(dst, follow=False)
+            dst_dir, dst_name = _entry(res, dst, plain)
         except BaseException:
             os.close(src_dir)
             raise

@@ -201,11 +201,15 @@ OPS: Tuple[Op, ...] = (
         Arg("path", STRING, doc="absolute path"),
         Arg("recursive", BOOLEAN, False, "remove a directory with its content"),
         Arg("missing_ok", BOOLEAN, False, "a missing path is no error"),
+        Arg("plain", BOOLEAN, False, "refuse with not_plain, removing nothing, where a symbolic link leads to the "
+            "directory the entry is in"),
     ) + FS_ARGS, (Out("removed"),)),
     Op("rename", "Rename (a link is renamed itself).", (
         Arg("src", STRING, doc="absolute path"),
         Arg("dst", STRING, doc="absolute path"),
         Arg("overwrite", BOOLEAN, True, "replace dst if it exists (else exists)"),
+        Arg("plain", BOOLEAN, False, "refuse with not_plain, renaming nothing, where a symbolic link leads to the "
+            "directory src or dst is in"),
     ) + FS_ARGS),
     Op("exec", "Run a command to completion.", COMMAND_ARGS + (
         _TIMEOUT,

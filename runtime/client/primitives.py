@@ -374,14 +374,19 @@ class SandboxClient:
         })
         return bool(result.get("created"))
 
-    async def remove(self, path: str, *, recursive: bool = False, missing_ok: bool = False) -> bool:
+    async def remove(self, path: str, *, recursive: bool = False, missing_ok: bool = False, plain: bool = False) -> bool:
+        """Remove a file, a link or a directory; ``plain``: refused (``not_plain``) where a
+        symbolic link leads to the directory it is in."""
         result, _ = await self.op(
-            "remove", {"path": self.resolve(path), "recursive": recursive, "missing_ok": missing_ok}
+            "remove", {"path": self.resolve(path), "recursive": recursive, "missing_ok": missing_ok, "plain": plain}
         )
         return bool(result.get("removed"))
 
-    async def rename(self, src: str, dst: str, *, overwrite: bool = True) -> None:
-        await self.op("rename", {"src": self.resolve(src), "dst": self.resolve(dst), "overwrite": overwrite})
+    async def rename(self, src: str, dst: str, *, overwrite: bool = True, plain: bool = False) -> None:
+        """``plain``: refused (``not_plain``) where a symbolic link leads to the directory of ``src`` or ``dst``."""
+        await self.op(
+            "rename", {"src": self.resolve(src), "dst": self.resolve(dst), "overwrite": overwrite, "plain": plain}
+        )
 
     async def spawn(
         self,

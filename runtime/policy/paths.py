@@ -53,7 +53,8 @@ DEFAULT_SECRET_EXCEPTIONS: tuple[str, ...] = (
 
 # Writing these turns later "read-only" git commands into code execution (hooks, fsmonitor,
 # pager, filters), so a write to them counts as dangerous. ".git" itself covers copying or
-# moving a directory over it; .husky and .githooks are the usual core.hooksPath targets.
+# moving a directory (or a link) over it; .husky and .githooks, the usual core.hooksPath
+# targets, likewise.
 #
 # The same for what other programs read at start and act on, since the agent's home is a
 # writable root and a later unconfined command (an approved one, a harness's test run) would
@@ -69,8 +70,8 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     ".git",
     ".git/**",
     ".gitconfig",
-    ".husky/**",
-    ".githooks/**",
+    ".husky", ".husky/**",
+    ".githooks", ".githooks/**",
     ".config/git",
     ".config/git/**",
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",

@@ -66,7 +66,7 @@ class RemoteError(CaissonError):
 SERVER_CODES = frozenset({
     "unauthorized", "forbidden", "not_allowed", "quota_exceeded", "body_too_large", "invalid_request",
     "no_such_session", "no_such_snapshot", "no_such_approval", "no_such_call", "no_such_tenant", "no_such_key",
-    "image_error", "docker_unavailable",
+    "image_error", "docker_unavailable", "env_refused",
 })
 
 

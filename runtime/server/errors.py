@@ -23,7 +23,7 @@ from caisson.server.models import PROBLEM_TYPE, problem_body
 from caisson.server.paging import InvalidCursor
 from caisson.server.quotas import QuotaExceeded
 from caisson.server.routes_admin import Conflict
-from caisson.server.tenancy import Elsewhere, Gone, NotAllowed, NotFound
+from caisson.server.tenancy import Elsewhere, EnvRefused, Gone, NotAllowed, NotFound
 
 log = get_logger("caisson.server")
 
@@ -46,6 +46,7 @@ PLAIN: dict[type[Exception], tuple[int, str]] = {
     Conflict: (409, "conflict"),
     Gone: (410, "session_gone"),
     InvalidCursor: (422, "invalid_cursor"),
+    EnvRefused: (422, "env_refused"),
 }
 
 

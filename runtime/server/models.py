@@ -103,6 +103,11 @@ class Quotas(_Body):
     egress: list[str] = Field(
         default_factory=list, max_length=256, description="egress entries (hosts, patterns, presets) a session may name"
     )
+    start_env: list[str] = Field(
+        default_factory=list, max_length=256,
+        description="names a session's env may set although they change what its commands run or load (LD_PRELOAD, "
+        "BASH_ENV, PATH with other directories, ...): the operator's explicit allowance; every other such name is refused",
+    )
 
 
 class TenantBody(_Body):

@@ -16,7 +16,7 @@ from caisson.client.models import TaskInfo
 from caisson.client.primitives import CHUNK, SandboxClient
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from caisson.logs import get_logger
-from caisson.server import reads
+from caisson.server import reads, writes
 from caisson.server.deps import Ctx, LiveSession
 from caisson.server.models import (
     CallBody,
@@ -80,13 +80,17 @@ async def write_file(
     mode: Annotated[int | None, Query(ge=0, le=0o7777)] = None,
     expected_sha256: Annotated[str | None, Query(pattern=r"^([0-9a-f]{64})?$")] = None,
 ) -> WriteResult:
-    return await live.agent.write_file(path, await request.body(), expected_sha256=expected_sha256, mode=mode)
+    """Write the body to the file, atomically. Refused (403) outside the session's roots, on a
+    protected path (shell start-up files, the home's dot entries and ``~/bin``, ``.git``,
+    Python's site hooks, ...) or a secret file, by the name given or the one it reaches."""
+    return await writes.write_file(live, path, await request.body(), expected_sha256=expected_sha256, mode=mode)
 
 
 @router.post("/sessions/{session_id}/copy-in", status_code=status.HTTP_204_NO_CONTENT, openapi_extra=RAW_BODY)
 async def copy_in(live: LiveSession, request: Request, dest: Path) -> None:
-    """A tar stream extracted into ``dest`` as the agent's files."""
-    await live.session.copy_in(request.stream(), dest)
+    """A tar stream extracted into ``dest`` as the agent's files: directories, regular files and
+    symbolic links, each decided as a file write is (one refused: 403, nothing written)."""
+    await writes.copy_in(live, request.stream(), dest)
 
 
 @router.get("/sessions/{session_id}/copy-out", response_class=StreamingResponse, responses=BYTES_REPLY)

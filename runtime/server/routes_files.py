@@ -1,6 +1,7 @@
 """A tenant's file primitives beyond read and write: stat, a byte range, listings, a walk,
 searches, mkdir, remove, rename, the workspace diff, and the daemon's ping. File ops run as the agent
-beneath the session's workspace roots; contents come under the secret policy (server.reads)."""
+beneath the session's workspace roots; contents come under the secret policy (server.reads),
+changes under the write policy (server.writes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Query, status
 
 from caisson.client.models import DaemonInfo, DirEntry, FindResult, GrepResult, StatResult, WalkResult
 from caisson.client.primitives import CHUNK
-from caisson.server import reads
+from caisson.server import reads, writes
 from caisson.server.deps import LiveSession
 from caisson.server.models import Created, FindBody, GrepBody, MkdirBody, RangeReply, Removed, RenameBody
 from caisson.workspace_diff import WorkspaceDiff
@@ -74,17 +75,21 @@ async def find(live: LiveSession, body: FindBody) -> FindResult:
 
 @router.post("/sessions/{session_id}/mkdir")
 async def mkdir(live: LiveSession, body: MkdirBody) -> Created:
-    return Created(created=await live.agent.mkdir(body.path, parents=body.parents, exist_ok=body.exist_ok))
+    """Make a directory; decided as a file write is (see ``PUT .../files``)."""
+    return Created(created=await writes.mkdir(live, body.path, parents=body.parents, exist_ok=body.exist_ok))
 
 
 @router.delete("/sessions/{session_id}/files")
 async def remove(live: LiveSession, path: Path, recursive: bool = False, missing_ok: bool = False) -> Removed:
-    return Removed(removed=await live.agent.remove(path, recursive=recursive, missing_ok=missing_ok))
+    """Remove a file, a link (never its target) or a directory; decided as a file write is."""
+    return Removed(removed=await writes.remove(live, path, recursive=recursive, missing_ok=missing_ok))
 
 
 @router.post("/sessions/{session_id}/rename", status_code=status.HTTP_204_NO_CONTENT)
 async def rename(live: LiveSession, body: RenameBody) -> None:
-    await live.agent.rename(body.src, body.dst, overwrite=body.overwrite)
+    """Rename (a link is renamed itself); both names, and a directory's every entry at its new
+    place, are decided as a file write is."""
+    await writes.rename(live, body.src, body.dst, overwrite=body.overwrite)
 
 
 @router.get("/sessions/{session_id}/diff")

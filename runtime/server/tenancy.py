@@ -17,6 +17,7 @@ from caisson.egress import EgressStats
 from caisson.errors import CaissonError, SessionError
 from caisson.logs import get_logger
 from caisson.policy import ApprovalHandler, Policy
+from caisson.policy.environment import environment_reasons
 from caisson.runtime import Runtime
 from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
 from caisson.server.quotas import QuotaExceeded, check_memory, check_snapshot_disk
@@ -56,6 +57,10 @@ class Gone(Exception):
 
 class NotAllowed(Exception):
     """A request outside the tenant's allowances that waiting will not cure (403)."""
+
+
+class EnvRefused(Exception):
+    """A session's env that would change what every later command runs or loads (422)."""
 
 
 @dataclass
@@ -183,6 +188,16 @@ class Tenancy:
         beyond = [e for e in body.egress if e.strip().lower() not in {q.strip().lower() for q in quotas.egress}]
         if beyond:
             raise NotAllowed(f"egress to {beyond} is not allowed for this tenant; allowed: {quotas.egress or 'none'}")
+        # The session's env goes with every command, safe ones included: decided as a call's env is.
+        refused = [(name, why) for name, why in environment_reasons(body.env) if name not in quotas.start_env]
+        if refused:
+            raise EnvRefused(
+                "; ".join(why.replace("env sets", "the session's env sets", 1) for _, why in refused)
+                + f" ({', '.join(name for name, _ in refused)}): it would apply to every command of the session, "
+                "the ones the policy lets run unasked included. Open the session without it and give it to the "
+                "commands that need it (a call's env is decided call by call, asking the tenant's approvers), "
+                "or ask the operator to allow the name in the tenant's quotas (start_env)"
+            )
         memory = body.limits.memory or quotas.max_memory
         check_memory(quotas, memory)
         limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory}

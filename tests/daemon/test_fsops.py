@@ -361,6 +361,22 @@ def test_rename(daemon: Client, ws: Path) -> None:
     assert daemon.error("rename", src=str(ws / "zzz"), dst=str(ws / "y")).code == "not_found"
 
 
+def test_plain_remove_and_rename_change_nothing_through_a_link(daemon: Client, ws: Path) -> None:
+    (ws / "guarded").mkdir()
+    (ws / "guarded" / "keep").write_bytes(b"k")
+    (ws / "mine").write_bytes(b"m")
+    os.symlink(str(ws / "guarded"), ws / "parent-link")
+    os.symlink("guarded/keep", ws / "file-link")
+    assert daemon.error("remove", path=str(ws / "parent-link" / "keep"), plain=True).code == "not_plain"
+    for src, dst in (("mine", "parent-link/new"), ("parent-link/keep", "moved")):
+        assert daemon.error("rename", src=str(ws / src), dst=str(ws / dst), plain=True).code == "not_plain", (src, dst)
+    assert sorted(p.name for p in (ws / "guarded").iterdir()) == ["keep"] and (ws / "mine").exists()
+    # A link at the end is the entry itself, as without plain: renamed or removed, never followed.
+    daemon.call("rename", src=str(ws / "file-link"), dst=str(ws / "renamed-link"), plain=True)
+    assert daemon.call("remove", path=str(ws / "renamed-link"), plain=True)[0] == {"removed": True}
+    assert (ws / "guarded" / "keep").read_bytes() == b"k"
+
+
 def test_undecodable_file_name(daemon: Client, ws: Path) -> None:
     os.close(os.open(os.path.join(os.fsencode(ws), b"bad\xffname"), os.O_CREAT | os.O_WRONLY))
     result, _ = daemon.call("list", path=str(ws))

@@ -19,6 +19,8 @@ from caisson.policy.environment import environment_reasons
         {"LESSOPEN": "|x %s"}, {"JAVA_TOOL_OPTIONS": "-javaagent:x"}, {"GOFLAGS": "-toolexec=x"},
         {"PATH": "/workspace/bin:/usr/bin"}, {"PATH": "bin:/usr/bin"}, {"PATH": ":/usr/bin"}, {"PATH": "/usr/bin:"},
         {"PATH": "/usr/bin/../../workspace/bin"}, {"PATH": "/home/agent/.local/bin:/usr/bin"},
+        # Bash makes a function of each exported BASH_FUNC_<name>%%: no variable has such a name.
+        {"BASH_FUNC_ls%%": "() { cat .env; }"}, {"BASH_FUNC_cd()": "() { :; }"}, {"ls-x": "y"},
     ],
 )
 def test_what_changes_what_runs_is_named(env: dict[str, str]) -> None:

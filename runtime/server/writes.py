@@ -1,0 +1,250 @@
+"""A tenant's changes to a session's files under the session's policy, as the agent's tool calls
+are decided: a write, a copy-in's every member, a new directory, a removal or a rename is
+decided on the path the daemon will really change (links followed where the daemon follows
+them), and refused when that path or the name given is outside the session's roots,
+protected (what programs run or read at start: shell start-up files, the home's dot entries
+and ``~/bin``, ``.git``, Python's site hooks, ...) or a secret file. Every change is
+``plain``: the daemon refuses a link (or, for a write, another name) swapped in between the
+look and the change. A tenant changes such files through a tool call or a command, which the
+policy decides and the tenant's approvers answer."""
+
+from __future__ import annotations
+
+import posixpath
+import tarfile
+import tempfile
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import IO, TypeVar
+
+import anyio
+
+from caisson.client import extract
+from caisson.client.models import Confinement, StatResult, WriteResult
+from caisson.errors import OpError
+from caisson.policy import is_secret, is_within
+from caisson.policy.paths import matches_any, normalize
+from caisson.server.tenancy import Live
+
+T = TypeVar("T")
+
+# What a refusal tells the tenant to do instead.
+INSTEAD = (
+    "make this change with a tool call (POST /v1/sessions/{id}/calls, e.g. write_file) or a command "
+    "(POST /v1/sessions/{id}/exec), which the session's policy decides, asking the tenant's approvers "
+    "(/v1/approvals) where it needs approval"
+)
+# A copy-in's archive is kept here until every member is checked: in memory up to this, on disk beyond.
+SPOOL_IN_MEMORY = 8 * 1024 * 1024
+# A directory renamed has every entry beneath it decided at its new place; more than this is refused.
+MAX_MOVED = 100_000
+
+
+def refusal(live: Live, path: str) -> str | None:
+    """Why the session's policy keeps a tenant from changing the full, normalised ``path``."""
+    policy = live.session.policy
+    if not is_within(path, policy.workspace_roots):
+        return f"{path} is outside the session's workspace roots ({', '.join(policy.workspace_roots)})"
+    # An entry whose contents would be protected is too (a link or a directory renamed onto
+    # `.husky`, whose hooks a repository's config may name).
+    protected = matches_any(policy.protected_paths, path) or matches_any(policy.protected_paths, path + "/-")
+    if protected:
+        return (
+            f"{path} is a protected path ({protected}): programs run or read what it holds when they start "
+            "(shell start-up files, git's hooks and config, Python's site hooks, the home's dot entries and ~/bin)"
+        )
+    secret = is_secret(path, policy.secret_patterns, policy.secret_exceptions)
+    if secret:
+        return f"{path} is a secret file under the session's policy ({secret!r})"
+    return None
+
+
+def check(live: Live, *paths: str) -> None:
+    for path in dict.fromkeys(paths):
+        why = refusal(live, path)
+        if why is not None:
+            raise OpError("permission_denied", f"{why}; a tenant's writes may not change it: {INSTEAD}")
+
+
+async def landing(live: Live, path: str, *, follow: bool = True) -> tuple[str, StatResult]:
+    """The real path a change to ``path`` reaches, checked against the policy with the name as
+    given, and what is there now. ``follow``: a final symbolic link is followed (a write goes to
+    its target); else the link itself is what changes (remove, rename)."""
+    given = normalize(live.agent.resolve(path))
+    if follow:
+        st = await live.agent.stat(given, nearest=True)
+        real = st.realpath if st.exists and st.realpath else normalize(st.nearest or given)
+    else:
+        head, name = posixpath.split(given)
+        if not name or name == "..":
+            raise OpError("bad_request", f"{path} does not name a directory entry")
+        above = await live.agent.stat(head, nearest=True)
+        real = posixpath.join(above.realpath if above.exists and above.realpath else normalize(above.nearest or head), name)
+        st = await live.agent.stat(given, follow=False)
+    check(live, given, real)
+    return real, st
+
+
+async def plain(change: Awaitable[T]) -> T:
+    """``change`` (a plain write, mkdir, removal or rename), its ``not_plain`` refusal said as a tenant's."""
+    try:
+        return await change
+    except OpError as exc:
+        if exc.code != "not_plain":
+            raise
+        raise OpError(
+            "permission_denied",
+            f"{exc.message}: a tenant writes only by a file's real and only name (no symbolic link on the "
+            "way or at its end, no other names; one may have been swapped in meanwhile). Write the real path, "
+            f"or {INSTEAD}",
+        ) from None
+
+
+async def directory(live: Live, path: str) -> None:
+    """``path`` made, with its parents, where it is no directory yet (a link there is refused)."""
+    st = await live.agent.stat(path, follow=False)
+    if not (st.exists and st.type == "dir"):
+        await plain(live.agent.mkdir(path, plain=True))
+
+
+async def write_file(live: Live, path: str, data: bytes, *, expected_sha256: str | None, mode: int | None) -> WriteResult:
+    real, st = await landing(live, path)
+    if not st.exists:
+        await directory(live, posixpath.dirname(real))
+    return await plain(live.agent.write_file(real, data, expected_sha256=expected_sha256, mode=mode, plain=True))
+
+
+async def mkdir(live: Live, path: str, *, parents: bool, exist_ok: bool) -> bool:
+    real, _ = await landing(live, path)
+    return await plain(live.agent.mkdir(real, parents=parents, exist_ok=exist_ok, plain=True))
+
+
+async def remove(live: Live, path: str, *, recursive: bool, missing_ok: bool) -> bool:
+    real, _ = await landing(live, path, follow=False)
+    return await plain(live.agent.remove(real, recursive=recursive, missing_ok=missing_ok, plain=True))
+
+
+async def rename(live: Live, src: str, dst: str, *, overwrite: bool) -> None:
+    """A directory moves with everything beneath it: each entry is decided at its new place
+    too (a directory holding ``hooks/`` renamed to ``.git`` plants them)."""
+    src_real, st = await landing(live, src, follow=False)
+    dst_real, _ = await landing(live, dst, follow=False)
+    if st.exists and st.type == "dir":
+        inside = await live.agent.walk(src_real, include_hidden=True, ignore_files=(), max_entries=MAX_MOVED)
+        if inside.truncated:
+            raise OpError("permission_denied", f"{src} holds more than {MAX_MOVED} entries to decide on: {INSTEAD}")
+        check(live, *(posixpath.join(dst_real, entry.path) for entry in inside.entries))
+    await plain(live.agent.rename(src_real, dst_real, overwrite=overwrite, plain=True))
+
+
+@dataclass(frozen=True)
+class _Member:
+    path: str  # where it lands: the destination's real path joined with the member's name
+    kind: str  # dir, file or symlink
+    mode: int = 0o644
+    target: str = ""
+    member: tarfile.TarInfo | None = None
+
+
+def _members(spool: IO[bytes], dest: str) -> list[_Member]:
+    """Every member of the archive, placed beneath ``dest``; an archive holding anything but
+    directories, regular files and symbolic links, a name that leads out, or a member beneath a
+    link of the same archive (written through it) is refused whole."""
+    found: list[_Member] = []
+    links: set[str] = set()
+    try:
+        with tarfile.open(fileobj=spool, mode="r:*") as tar:
+            for info in tar:
+                parts = extract.member_parts(info.name)
+                path = posixpath.join(dest, *parts)
+                through = next((link for link in links if path.startswith(link + "/")), None)
+                if through is not None:
+                    raise OpError("permission_denied", f"refused the archive, nothing was written: member {info.name!r} "
+                                  f"lies beneath {through}, a symbolic link of the same archive")
+                if not parts:
+                    continue  # the destination itself ("./")
+                if info.isdir():
+                    found.append(_Member(path, "dir"))
+                elif info.isreg():
+                    found.append(_Member(path, "file", info.mode & 0o777, member=info))
+                elif info.issym():
+                    links.add(path)
+                    found.append(_Member(path, "symlink", target=info.linkname))
+                else:
+                    kind = "a hard link" if info.islnk() else "a device, FIFO or other special file"
+                    raise OpError("hostile_archive", f"refused the archive, nothing was written: member {info.name!r} is "
+                                  f"{kind}; a tenant's copy-in takes directories, regular files and symbolic links")
+    except tarfile.TarError as exc:
+        raise OpError("bad_request", f"the body is not a tar archive this server can read: {exc}") from None
+    return found
+
+
+async def copy_in(live: Live, chunks: AsyncIterator[bytes], dest: str) -> None:
+    """A tar stream extracted into ``dest`` as the agent's files, once every member's place is
+    decided. Directories and files are made plain, member by member; symbolic links last (so
+    nothing is written through one), each in its directory as decided, by a command whose only
+    write root that directory is."""
+    dest_real, st = await landing(live, dest)
+    if st.exists and st.type != "dir":
+        raise OpError("not_a_directory", f"{dest} is not a directory")
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
+        async for chunk in chunks:
+            await anyio.to_thread.run_sync(spool.write, chunk)
+        spool.seek(0)
+        members = await anyio.to_thread.run_sync(_members, spool, dest_real)
+        check(live, *(m.path for m in members))
+        made: set[str] = set()
+
+        async def within(path: str) -> None:
+            if path not in made:
+                await directory(live, path)
+                made.add(path)
+
+        await within(dest_real)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool, mode="r:*") as tar:
+            for m in members:
+                if m.kind == "dir":
+                    await within(m.path)
+                elif m.kind == "file":
+                    assert m.member is not None
+                    await within(posixpath.dirname(m.path))
+                    data = await anyio.to_thread.run_sync(_content, tar, m.member)
+                    await plain(live.agent.write_file(m.path, data, mode=m.mode, plain=True))
+        for m in members:
+            if m.kind == "symlink":
+                where, name = posixpath.split(m.path)
+                await within(where)
+                await _link(live, where, name, m.target)
+
+
+def _content(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    source = tar.extractfile(member)
+    assert source is not None  # a regular file's
+    return source.read()
+
+
+# Makes a symbolic link in a directory opened without following a link, and refuses one reached
+# through a link on the way (the descriptor's name is then not the one decided on).
+_LINK = """
+import os, sys
+where, name, target = sys.argv[1:]
+fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+if os.readlink("/proc/self/fd/%d" % fd) != where:
+    sys.exit(where + " is reached through a symbolic link")
+try:
+    os.symlink(target, name, dir_fd=fd)
+except FileExistsError:
+    os.unlink(name, dir_fd=fd)
+    os.symlink(target, name, dir_fd=fd)
+"""
+
+
+async def _link(live: Live, where: str, name: str, target: str) -> None:
+    """A symbolic link made by the agent in ``where`` as decided, the kernel letting it write
+    there alone."""
+    cfg = live.session.config
+    maker = live.session.confined(Confinement(user=cfg.agent_user, level="cautious", write_roots=(where,), network=False))
+    done = await maker.exec(["python3", "-c", _LINK, where, name, target], cwd="/", timeout=30)
+    if done.exit_code != 0:
+        raise OpError("copy_failed", f"making the link {where}/{name} failed: {done.stderr.strip()[-500:]}")

@@ -1,0 +1,338 @@
+"""A tenant's changes to a session's files through ``caisson serve`` follow the session's policy,
+as the agent's tool calls do: write, copy-in, mkdir, remove and rename may not plant what
+programs run or read at start (the home's dot entries and ``~/bin``, a repository's hooks and
+config, Python's site hooks) nor touch a secret, by any name (links, tar members, ``..``,
+doubled slashes, renames of files and directories); and a session's ``env`` given at open may
+not change what its commands run. Every approval is denied. What landed is counted three ways:
+a start-up file or hook changed (as root, after the attacks), a planted file that ran in the
+agent's later commands, and the secret shown by them."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import posixpath
+import tarfile
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from caisson import RemoteRuntime, RemoteSession
+from caisson.errors import CaissonError
+from tests.server.harness import Api, approving
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = f"tok-{uuid.uuid4().hex}"
+W = "/workspace"
+H = "/home/agent"
+REPO = f"{W}/repo"
+PLANT = " && ".join([
+    f"printf 'KEY={TOKEN}\\n' > {W}/.env && chmod 600 {W}/.env",
+    f"git init -q {REPO} && mkdir -p {W}/newrepo {H}/proj",
+    f"chown -R agent:agent {W} {H}/proj",
+    # Names an agent could make before the tenant writes: links into the home and the
+    # repository, a dangling one, and a second name of ~/.bashrc.
+    f"su agent -c 'ln -s {H} {W}/to-home && ln -s {REPO}/.git {W}/to-git && ln -s {H}/.bashrc {W}/to-bashrc"
+    f" && ln -s {H}/.bash_login {W}/dangling && ln -s {REPO}/.git/hooks {W}/to-hooks && ln {H}/.bashrc {W}/second'",
+])
+# What programs run or read at start, and secrets: none may change.
+TARGETS = [
+    f"{H}/.bashrc", f"{H}/.profile", f"{H}/.bash_profile", f"{H}/.bash_login", f"{H}/.gitconfig",
+    f"{H}/.config/git/config", f"{H}/.ssh/config", f"{H}/.ssh/authorized_keys", f"{H}/.pythonrc", f"{H}/.inputrc",
+    f"{H}/bin/ls", f"{H}/.local/bin/git", f"{H}/.local/lib/python3.11/site-packages/evil.pth",
+    f"{H}/.local/lib/python3.11/site-packages/usercustomize.py", f"{REPO}/.git/hooks/pre-commit",
+    f"{REPO}/.git/hooks/post-checkout", f"{REPO}/.git/config", f"{W}/newrepo/.git/hooks/pre-commit",
+    f"{W}/.githooks/pre-commit", f"{W}/evil.pth", f"{W}/sitecustomize.py", "/tmp/sitecustomize.py", f"{W}/.env",
+]
+# Where a changed or new file counts as landed (listed by root, with their hashes).
+WATCHED = f"{H} {REPO}/.git {REPO}/.husky {W}/newrepo {W}/.githooks {W}/.env {W}/evil.pth {W}/sitecustomize.py /tmp/sitecustomize.py"
+LISTING = (
+    f"{{ find {WATCHED} -path {H}/proj -prune -o -type l -printf '%l  %p\\n' 2>/dev/null; find {WATCHED} -path {H}/proj"
+    " -prune -o -type f -print0 2>/dev/null | xargs -0 -r sha256sum; } | sort"
+)
+# The agent's later commands that would run what was planted.
+TRIGGERS = [
+    "echo ok", f"git -C {REPO} status", "bash -l -c 'echo ok'", "bash -i -c 'echo ok'",
+    "python3 -c 'print(1)'", "ls",
+]
+
+
+def payload(i: int) -> bytes:
+    return f"#!/bin/sh\necho PLANTED-{i}-$(cat {W}/.env)\nimport os; print('PLANTED-{i}')\n".encode()
+
+
+def dressings(path: str) -> list[str]:
+    """The names of ``path`` a tenant may try: as is, doubled slashes, ``.`` and ``..``,
+    relative to the workdir, through a link the agent made, case and look-alike variants."""
+    head, name = posixpath.split(path)
+    names = [path, path.replace("/", "//"), f"{head}/./nowhere/../{name}", posixpath.relpath(path, W)]
+    for link, real in ((f"{W}/to-home", H), (f"{W}/to-git", f"{REPO}/.git"), (f"{W}/to-hooks", f"{REPO}/.git/hooks")):
+        if path.startswith(real + "/"):
+            names.append(link + path[len(real):])
+    names += [f"{head}/{name.upper()}", f"{head}/{name.replace('a', 'а').replace('e', 'е')}"]  # Cyrillic а, е
+    return names
+
+
+def tar(*members: tuple[str, str, bytes | str]) -> bytes:
+    """An archive of (name, kind, content or link target) members, kinds file, dir, symlink, hardlink."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, kind, body in members:
+            info = tarfile.TarInfo(name)
+            info.type = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE,
+                         "hardlink": tarfile.LNKTYPE}[kind]
+            info.mode = 0o755
+            if kind in ("symlink", "hardlink"):
+                info.linkname = str(body)
+                t.addfile(info)
+            else:
+                data = body if isinstance(body, bytes) else b""
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def as_root(engine: docker.DockerClient, session_id: str, script: str) -> str:
+    [container] = engine.containers.list(filters={"label": f"caisson.session={session_id}"})
+    code, out = container.exec_run(["bash", "-c", script])
+    assert code == 0, out
+    return out.decode(errors="replace")
+
+
+def attacks(s: RemoteSession) -> list[tuple[str, Callable[[int], Awaitable[Any]]]]:
+    """(what, attempt) pairs; an attempt gets its number, which its payload carries."""
+    found: list[tuple[str, Callable[[int], Awaitable[Any]]]] = []
+
+    def add(what: str, attempt: Callable[[int], Awaitable[Any]]) -> None:
+        found.append((what, attempt))
+
+    for target in TARGETS:
+        head, name = posixpath.split(target)
+        for given in dressings(target):
+            add(f"write {given}", lambda i, p=given: s.write_file(p, payload(i), mode=0o755))
+            add(f"copy_in {given}", lambda i, p=given: s.copy_in(tar((posixpath.basename(p), "file", payload(i))), posixpath.dirname(p) or "."))
+
+        async def renamed(i: int, dst: str = target) -> None:
+            await s.write_file(f"{W}/src-{i}", payload(i))
+            await s.rename(f"{W}/src-{i}", dst)
+
+        add(f"rename a file onto {target}", renamed)
+        add(f"copy_in {name} from {W}", lambda i, t=target: s.copy_in(tar((posixpath.relpath(t, W), "file", payload(i))), W))
+        add(f"copy_in {name} with '..'", lambda i, t=target: s.copy_in(tar((f"proj/../../..{t}", "file", payload(i))), f"{H}/proj"))
+        add(f"copy_in through a link member to {head}", lambda i, h=head, n=name: s.copy_in(
+            tar(("l", "symlink", h), (f"l/{n}", "file", payload(i))), f"{W}/in-{uuid.uuid4().hex[:6]}"))
+        add(f"copy_in a hard link member as {target}", lambda i, t=target: s.copy_in(
+            tar(("proj/a", "file", payload(i)), (posixpath.relpath(t, H) if t.startswith(H) else t.lstrip("/"), "hardlink", "proj/a")),
+            H if t.startswith(H) else "/"))
+        add(f"remove {target}", lambda i, t=target: s.remove(t, recursive=True))
+
+    async def link_then_write(i: int) -> None:
+        await s.copy_in(tar(("l-bashrc", "symlink", f"{H}/.bashrc")), W)   # a link is harmless in itself
+        await s.write_file(f"{W}/l-bashrc", payload(i))
+
+    async def dir_into_git(i: int) -> None:
+        await s.write_file(f"{W}/d-{i}/hooks/pre-commit", payload(i), mode=0o755)
+        await s.rename(f"{W}/d-{i}", f"{W}/newrepo/.git")
+
+    async def dir_holding_git(i: int) -> None:
+        await s.write_file(f"{W}/e-{i}/dotgit/hooks/pre-commit", payload(i), mode=0o755)
+        await s.rename(f"{W}/e-{i}/dotgit", f"{W}/e-{i}/.git")
+
+    async def hooks_dir_swap(i: int) -> None:
+        await s.write_file(f"{W}/f-{i}/pre-commit", payload(i), mode=0o755)
+        await s.rename(f"{REPO}/.git/hooks", f"{W}/old-hooks-{i}")
+        await s.rename(f"{W}/f-{i}", f"{REPO}/.git/hooks")
+
+    async def mkdir_then_write(i: int) -> None:
+        await s.mkdir(f"{W}/newrepo/.git/hooks")
+        await s.write_file(f"{W}/newrepo/.git/hooks/pre-commit", payload(i), mode=0o755)
+
+    async def mkdir_config_then_write(i: int) -> None:
+        await s.mkdir(f"{H}/.config/git")
+        await s.write_file(f"{H}/.config/git/config", payload(i))
+
+    add("a link by copy_in, then a write through it", link_then_write)
+    add("rename a directory of hooks to .git", dir_into_git)
+    add("rename a directory to .git beside its hooks", dir_holding_git)
+    add("rename the hooks away and another directory in", hooks_dir_swap)
+    async def link_onto_hooks_path(i: int) -> None:
+        await s.write_file(f"{W}/g-{i}/pre-commit", payload(i), mode=0o755)
+        await s.copy_in(tar((f"husky-{i}", "symlink", f"{W}/g-{i}")), W)
+        await s.rename(f"{W}/husky-{i}", f"{REPO}/.husky")
+
+    add("a link to a directory of hooks renamed to .husky", link_onto_hooks_path)
+    add("mkdir .git/hooks, then write", mkdir_then_write)
+    add("mkdir ~/.config/git, then write", mkdir_config_then_write)
+    add("write through the dangling link to ~/.bash_login", lambda i: s.write_file(f"{W}/dangling", payload(i)))
+    add("write the second name of ~/.bashrc", lambda i: s.write_file(f"{W}/second", payload(i)))
+    add("write through the link to ~/.bashrc", lambda i: s.write_file(f"{W}/to-bashrc", payload(i)))
+    add("copy_in into the link to the hooks", lambda i: s.copy_in(tar(("pre-push", "file", payload(i))), f"{W}/to-hooks"))
+    add("copy_in into the home", lambda i: s.copy_in(tar((".bashrc", "file", payload(i)), ("bin/ls", "file", payload(i))), H))
+    add("rename the secret to a readable name", lambda i: s.rename(f"{W}/.env", f"{W}/leak-{i}.txt"))
+    add("remove ~/.bashrc through its link", lambda i: s.remove(f"{W}/to-home/.bashrc"))
+    return found
+
+
+async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
+    t = sqlite_api.tenant("tenant-writes", calls_per_minute=100_000)
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session(env={"HARMLESS": "yes"}) as s:
+        as_root(docker_engine, s.id, PLANT)
+        before = as_root(docker_engine, s.id, LISTING)
+        refused: dict[str, int] = {}
+        accepted: list[str] = []  # harmless in the end (a look-alike name), or a bug: the listing tells
+        tried = 0
+        with approving(t, "deny") as denied:
+            for i, (what, attempt) in enumerate(attacks(s)):
+                tried += 1
+                try:
+                    await attempt(i)
+                    accepted.append(what)
+                except CaissonError as exc:
+                    refused[getattr(exc, "code", "error")] = refused.get(getattr(exc, "code", "error"), 0) + 1
+            after = as_root(docker_engine, s.id, LISTING)
+            outputs = [(await s.call("bash", {"command": command, "cwd": REPO})).text for command in TRIGGERS]
+            for command in TRIGGERS:
+                with contextlib.suppress(CaissonError):  # a dangerous one is denied
+                    outputs.append((await s.exec(command, cwd=REPO, timeout=30)).stdout)
+            # A function exported through a call's env, which bash defines for every command.
+            tried += 1
+            with contextlib.suppress(CaissonError):
+                outputs.append((await s.exec("ls", env={"BASH_FUNC_ls%%": f"() {{ cat {W}/.env; }}"})).stdout)
+            leaked = [name for name in (e.name for e in await s.list_dir(W)) if name.startswith("leak-")]
+        changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))
+        ran = [out for out in outputs if "PLANTED-" in out or TOKEN in out]
+        landed = len({line.rsplit("  ", 1)[-1] for line in changed}) + len(ran) + len(leaked)
+
+        # Controls: a tenant's harmless writes work, links in its archives included.
+        await s.write_file(f"{W}/notes/a.txt", b"ordinary\n")
+        await s.write_file(f"{H}/proj/x", b"in the project\n")
+        await s.copy_in(tar(("pkg", "dir", ""), ("pkg/m.py", "file", b"x = 1\n"), ("pkg/alias.py", "symlink", "m.py")), f"{W}/in")
+        assert await s.mkdir(f"{W}/made/deeper") is True
+        await s.rename(f"{W}/notes/a.txt", f"{W}/notes/b.txt")
+        assert await s.remove(f"{W}/made", recursive=True) is True
+        assert await s.read_file(f"{W}/notes/b.txt") == b"ordinary\n"
+        assert await s.read_file(f"{H}/proj/x") == b"in the project\n"
+        assert await s.read_file(f"{W}/in/pkg/alias.py") == b"x = 1\n"
+        assert (await s.stat(f"{W}/in/pkg/alias.py", follow=False)).type == "symlink"
+        assert (await s.exec("echo $HARMLESS")).stdout == "yes\n"
+
+        # The refusal says why, and what to do instead.
+        with httpx.Client(base_url=sqlite_api.url, headers=t.headers) as c:
+            r = c.put(f"/v1/sessions/{s.id}/files", params={"path": f"{H}//proj/../.bashrc"}, content=b"x")
+    print(f"a tenant's writes through caisson serve: tried {tried}, landed {landed} (changed {changed}, ran {ran}, "
+          f"leaked {leaked}); refused by code {refused}; accepted {len(accepted)}: {accepted}; {len(denied)} calls went to the tenant's approvers (denied)")
+    assert set(refused) <= {"permission_denied", "hostile_archive"}  # refused by the policy, nothing else
+    assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["error"] == "permission_denied"
+    assert f"{H}/.bashrc is a protected path" in r.json()["detail"] and "tool call" in r.json()["detail"]
+    assert landed == 0
+
+
+RACER = f"""
+import os, shutil, time
+os.chdir("{W}")
+os.makedirs("race-dir", exist_ok=True)
+open("race.txt", "w").close()
+def step(*calls):
+    for call in calls:
+        try:
+            call()
+        except OSError:
+            pass
+def back():  # a tenant's mkdir may have made race-dir while the link was away: the real one wins
+    if os.path.isdir("race-real"):
+        if os.path.islink("race-dir"):
+            os.unlink("race-dir")
+        elif os.path.isdir("race-dir"):
+            shutil.rmtree("race-dir")
+        os.rename("race-real", "race-dir")
+while True:
+    step(lambda: os.rename("race-dir", "race-real"), lambda: os.symlink("{REPO}/.git/hooks", "race-dir"))
+    time.sleep(0.001)
+    step(back)
+    step(lambda: os.symlink("{H}/.bashrc", "r.tmp"), lambda: os.rename("r.tmp", "race.txt"))
+    time.sleep(0.001)
+    step(lambda: open("p.tmp", "w").close(), lambda: os.rename("p.tmp", "race.txt"))
+"""
+
+
+async def test_a_link_swapped_in_while_a_tenant_writes_lands_nothing(
+    sqlite_api: Api, docker_engine: docker.DockerClient
+) -> None:
+    """Another writer (the agent's background process) swaps a directory for a link to the
+    repository's hooks, and a file for a link to ~/.bashrc, as fast as it can, while the tenant
+    writes through those names: the write is plain, so the daemon refuses a link on the way."""
+    t = sqlite_api.tenant("writes-race", calls_per_minute=100_000)
+    rounds = 150
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session() as s:
+        as_root(docker_engine, s.id, PLANT)
+        before = as_root(docker_engine, s.id, LISTING)
+        [container] = docker_engine.containers.list(filters={"label": f"caisson.session={s.id}"})
+        container.exec_run(["python3", "-c", RACER], user="agent", detach=True)
+        written: dict[str, int] = {}
+        routes: dict[str, Callable[[int], Awaitable[Any]]] = {
+            "write": lambda i: s.write_file(f"{W}/race-dir/pre-commit", payload(i), mode=0o755),
+            "write file": lambda i: s.write_file(f"{W}/race.txt", payload(i)),
+            "copy_in": lambda i: s.copy_in(tar(("post-checkout", "file", payload(i))), f"{W}/race-dir"),
+            "mkdir": lambda i: s.mkdir(f"{W}/race-dir/sub-{i}"),
+            "copy_in link": lambda i: s.copy_in(tar(("pre-rebase", "symlink", f"{W}/moved/m-{i}")), f"{W}/race-dir"),
+            "rename": lambda i: s.rename(f"{W}/moved/m-{i}", f"{W}/race-dir/pre-push"),
+            "remove": lambda i: s.remove(f"{W}/race-dir/pre-commit.sample"),
+        }
+        for i in range(rounds):
+            await s.write_file(f"{W}/moved/m-{i}", payload(i))
+        for route, attempt in routes.items():
+            for i in range(rounds):
+                try:
+                    await attempt(i)
+                    written[route] = written.get(route, 0) + 1
+                except CaissonError:
+                    pass
+        as_root(docker_engine, s.id, "pkill -u agent -f 'race-real' || true")
+        after = as_root(docker_engine, s.id, LISTING)
+    changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))
+    landed = len({line.rsplit("  ", 1)[-1] for line in changed})
+    print(f"a link raced in under a tenant's writes: tried {rounds * len(routes)}, landed {landed} ({changed}); "
+          f"{written} writes went to the real, plain names")
+    assert landed == 0
+    assert sum(written.values()) > 0  # the race left room for plain writes: the route was really exercised
+
+
+# What a session's env may not set at open: each would run at every later command, safe ones too.
+START_ENVS: list[dict[str, str]] = [
+    {"BASH_ENV": f"{W}/x.sh"}, {"ENV": f"{W}/x.sh"}, {"PROMPT_COMMAND": f"cat {W}/.env"},
+    {"LD_PRELOAD": f"{W}/x.so"}, {"LD_LIBRARY_PATH": W}, {"PYTHONSTARTUP": f"{W}/x.py"}, {"PYTHONPATH": W},
+    {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": f"cat {W}/.env"},
+    {"GIT_CONFIG_GLOBAL": f"{W}/gc"}, {"GIT_SSH_COMMAND": f"sh {W}/x.sh"}, {"PATH": f"{W}/bin:/usr/bin:/bin"},
+    {"PATH": ":/usr/bin:/bin"}, {"PATH": "/usr/bin:/bin:."}, {"PERL5OPT": "-Mx"}, {"NODE_OPTIONS": f"--require {W}/x.js"},
+    {"PAGER": f"sh {W}/x.sh"}, {"SHELLOPTS": "xtrace"}, {"PS4": "$(cat /workspace/.env)"},
+    {"BASH_FUNC_ls%%": f"() {{ cat {W}/.env; }}"}, {"HOME": W}, {"XDG_CONFIG_HOME": W}, {"TMPDIR": W},
+]
+
+
+async def test_a_session_env_that_changes_what_runs_is_refused_at_open(sqlite_api: Api) -> None:
+    t = sqlite_api.tenant("start-env")
+    opened: list[dict[str, str]] = []
+    answers: list[tuple[int, str, str]] = []
+    with httpx.Client(base_url=sqlite_api.url, headers=t.headers, timeout=120) as c:
+        for env in START_ENVS:
+            r = c.post("/v1/sessions", json={"env": env})
+            if r.status_code == 201:
+                opened.append(env)
+                c.delete(f"/v1/sessions/{r.json()['id']}")
+                continue
+            answers.append((r.status_code, r.json()["error"], r.json()["detail"]))
+    print(f"a session's env at open: tried {len(START_ENVS)}, landed {len(opened)} ({opened})")
+    assert opened == []
+    assert all(status == 422 and code == "env_refused" for status, code, _ in answers)
+    assert any("BASH_ENV" in detail and "every command" in detail and "start_env" in detail for *_, detail in answers)
+
+    # The operator may allow a name explicitly, for one tenant.
+    allowed = sqlite_api.tenant("start-env-allowed", start_env=["PYTHONPATH"])
+    async with RemoteRuntime(sqlite_api.url, allowed.token) as rt, rt.session(env={"PYTHONPATH": "/opt/lib"}) as s:
+        assert (await s.exec("echo $PYTHONPATH")).stdout == "/opt/lib\n"
