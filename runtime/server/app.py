@@ -100,6 +100,9 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
         title="caisson", version=_version(), description=DESCRIPTION, responses=error_bodies,  # type: ignore[arg-type]
         # A route's function name: readable, and stable across releases (generated clients name methods by it).
         generate_unique_id_function=lambda route: route.name,
+        # The server's metrics and access log are its own (Prometheus, stderr): FastAPI's
+        # OpenTelemetry instrumentation, looked for on every request, has nothing to report to.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.caisson = ctx
     # The tool call, the hot path, is served in front of its documented route (see lean.py).
