@@ -27,9 +27,10 @@ from caisson.server import (
 )
 from caisson.server.console import router as console_router
 from caisson.server.deps import ServerContext
+from caisson.server.lean import lean_route
 from caisson.server.metrics import CONTENT_TYPE
 from caisson.server.middleware import BodyLimit, LogRequests
-from caisson.server.models import Problem
+from caisson.server.models import CallBody, Problem
 from caisson.server.paging import Page
 from caisson.server.settings import ServeSettings
 
@@ -99,8 +100,16 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
         title="caisson", version=_version(), description=DESCRIPTION, responses=error_bodies,  # type: ignore[arg-type]
         # A route's function name: readable, and stable across releases (generated clients name methods by it).
         generate_unique_id_function=lambda route: route.name,
+        # The server's metrics and access log are its own (Prometheus, stderr): FastAPI's
+        # OpenTelemetry instrumentation, looked for on every request, has nothing to report to.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.caisson = ctx
+    # The tool call, the hot path, is served in front of its documented route (see lean.py).
+    for prefix in (API_PREFIX, ""):
+        app.router.routes.append(lean_route(
+            f"{prefix}/sessions/{{session_id}}/calls", routes_calls.call, CallBody, name="call", methods=["POST"]
+        ))
     app.include_router(health.router)
     for module in (routes_admin, routes_sessions, routes_calls, routes_approvals, routes_audit):
         app.include_router(module.router, prefix=API_PREFIX)
@@ -121,5 +130,5 @@ def create_app(ctx: ServerContext, settings: ServeSettings, mcp: ASGIApp | None 
         for path in ("/mcp", "/mcp/{profile}"):
             app.router.routes.append(Route(path, endpoint=mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
     app.add_middleware(BodyLimit, default=settings.max_body, upload=settings.max_upload)
-    app.add_middleware(LogRequests, requests=ctx.requests, metrics=ctx.metrics, keys=ctx.keys)
+    app.add_middleware(LogRequests, log_request=ctx.audit.log_request, metrics=ctx.metrics, keys=ctx.keys)
     return app

@@ -1,10 +1,17 @@
-"""The write-ahead audit: a tool call's event is committed to the control-plane store before
-its answer leaves the server. Events recorded while a commit runs wait for the next one, so
-concurrent calls share a transaction; a call whose event the store cannot take in time is
-answered 503, never as if it were audited."""
+"""What the server records in the control-plane store as it answers: tool calls' audit events,
+written ahead (a call's event is committed before its answer leaves the server), and the
+request log (one record per API request, written after its answer).
+
+One writer task commits both in one transaction per tick, on one worker thread: events
+recorded while a commit runs wait for the next one, so concurrent calls share a transaction
+and a thread hop, and the request records gathered meanwhile ride along (at the latest every
+half second when no call wakes it). A call whose event the store cannot take in time is
+answered 503, never as if it were audited; the events and records stay queued and are
+written once the store answers again."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,14 +20,17 @@ import anyio
 
 from caisson.audit import AuditEvent, summarise
 from caisson.logs import get_logger
+from caisson.server.models import RequestRecord
 from caisson.server.store import Store
 
 log = get_logger("caisson.server.audit")
 
-# How long a call waits for its event's commit before it is answered 503 (the event stays
-# queued and is written once the store answers again).
+# How long a call waits for its event's commit before it is answered 503.
 DURABLE_WITHIN = 10.0
 RETRY_EVERY = 0.5
+# Request records wait at most this long for a commit when no call wakes the writer.
+FLUSH_EVERY = 0.5
+PRUNE_EVERY = 3600.0
 
 
 class StoreUnavailable(Exception):
@@ -32,12 +42,14 @@ class StoreUnavailable(Exception):
 @dataclass
 class _Batch:
     items: list[tuple[AuditEvent, Mapping[str, Any] | None, str | None]] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
     committed: anyio.Event = field(default_factory=anyio.Event)
 
 
 class DurableAudit:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, request_log_days: float = 30.0) -> None:
         self._store = store
+        self._keep = request_log_days * 86400
         self._next = _Batch()
         self._pending: dict[str, _Batch] = {}  # call id -> the batch holding its event
         self._wake = anyio.Event()
@@ -48,40 +60,59 @@ class DurableAudit:
         self._pending[event.call_id] = self._next
         self._wake.set()
 
+    def log_request(self, record: RequestRecord) -> None:
+        """A request answered: written with the next commit (no hurry, no wake-up of its own)."""
+        self._next.requests.append(record)
+
     async def durable(self, call_id: str) -> None:
         """Return once the call's event is committed (at once for one committed already)."""
         batch = self._pending.get(call_id)
         if batch is None:
             return
+        await self._committed(batch, f"the audit store did not take call {call_id}'s event")
+
+    async def flush(self) -> None:
+        """Return once everything recorded so far is committed (the request log is read next)."""
+        batch = self._next
+        self._wake.set()
+        await self._committed(batch, "the store did not take the request log")
+
+    async def _committed(self, batch: _Batch, failure: str) -> None:
         with anyio.move_on_after(DURABLE_WITHIN):
             await batch.committed.wait()
             return
-        raise StoreUnavailable(f"the audit store did not take call {call_id}'s event within {DURABLE_WITHIN:.0f} s; try again")
+        raise StoreUnavailable(f"{failure} within {DURABLE_WITHIN:.0f} s; try again")
 
     async def run(self) -> None:
+        pruned = time.monotonic()
         try:
             while True:
-                await self._wake.wait()
+                with anyio.move_on_after(FLUSH_EVERY):
+                    await self._wake.wait()
                 self._wake = anyio.Event()
                 await self._commit()
+                if time.monotonic() - pruned > PRUNE_EVERY:
+                    pruned = time.monotonic()
+                    try:
+                        await self._store.prune_requests(time.time() - self._keep)
+                    except Exception:  # retried at the next hour
+                        log.exception("pruning the request log failed")
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(DURABLE_WITHIN):
                 await self._commit()
 
     async def _commit(self) -> None:
         batch, self._next = self._next, _Batch()
-        if not batch.items:
-            return
-        # Hashing and redacting the arguments of a batch costs the event loop nothing.
-        events = await anyio.to_thread.run_sync(lambda: [summarise(*item) for item in batch.items])
-        while True:
+        items = batch.items
+        while items or batch.requests:
             try:
-                await self._store.add_audit(events)
+                # Hashing and redacting the arguments runs on the statement's worker thread.
+                await self._store.write(lambda: [summarise(*item) for item in items], batch.requests)
                 break
             except Exception:  # the store is away: keep the events, try again
-                log.exception("writing audit events failed; retrying", events=len(events))
+                log.exception("writing audit events failed; retrying", events=len(items), requests=len(batch.requests))
                 await anyio.sleep(RETRY_EVERY)
-        for event, _, _ in batch.items:
+        for event, _, _ in items:
             if self._pending.get(event.call_id) is batch:
                 del self._pending[event.call_id]
         batch.committed.set()

@@ -13,7 +13,6 @@ from caisson.server.approvals import Approvals
 from caisson.server.audit_writer import DurableAudit
 from caisson.server.auth import Forbidden, KeyChecker, Principal
 from caisson.server.metrics import Metrics
-from caisson.server.middleware import RequestLog
 from caisson.server.models import TenantInfo
 from caisson.server.quotas import RateLimiter
 from caisson.server.store import Store
@@ -29,7 +28,6 @@ class ServerContext:
     approvals: Approvals
     metrics: Metrics
     limiter: RateLimiter
-    requests: RequestLog
     audit: DurableAudit
 
 

@@ -1,11 +1,12 @@
-"""ASGI middleware of the API: request bodies within their limit (413), and one request-log
-record per request naming tenant and key, written in batches off the request's path."""
+"""ASGI middleware of the API: request bodies within their limit (413), and per request one
+access-log line, the HTTP metrics, and one request-log record naming tenant and key (handed
+to the store's writer, which commits it off the request's path)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-import anyio
 from sqlalchemy.exc import DBAPIError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -13,7 +14,6 @@ from caisson.logs import get_logger
 from caisson.server.auth import KeyChecker, Principal, Unauthorized
 from caisson.server.metrics import Metrics
 from caisson.server.models import PROBLEM_TYPE, RequestRecord, problem_body
-from caisson.server.store import Store
 
 log = get_logger("caisson.server.requests")
 # One line per request on stderr, for the operator's log pipeline.
@@ -21,9 +21,7 @@ access = get_logger("caisson.server.access")
 
 # Polled constantly by monitoring, and saying nothing about tenants.
 UNLOGGED = frozenset({"/metrics", "/healthz", "/readyz"})
-FLUSH_EVERY = 0.5
 FILE_BODY = 256 * 1024 * 1024
-PRUNE_EVERY = 3600.0
 
 
 class BodyLimit:
@@ -90,47 +88,12 @@ async def send_problem(send: Send, status: int, error: str, detail: str, headers
     await send({"type": "http.response.body", "body": body})
 
 
-class RequestLog:
-    """Buffers request records; ``run`` writes them to the store every half second and drops
-    records older than ``keep_days`` once an hour."""
-
-    def __init__(self, store: Store, keep_days: float = 30.0) -> None:
-        self._store = store
-        self._keep = keep_days * 86400
-        self._pending: list[RequestRecord] = []
-
-    def add(self, record: RequestRecord) -> None:
-        self._pending.append(record)
-
-    async def flush(self) -> None:
-        batch, self._pending = self._pending, []
-        if batch:
-            try:
-                await self._store.log_requests(batch)
-            except Exception:  # the API keeps serving; the failure is logged loudly
-                log.exception("writing the request log failed", records=len(batch))
-
-    async def run(self) -> None:
-        pruned = 0.0
-        try:
-            while True:
-                await anyio.sleep(FLUSH_EVERY)
-                await self.flush()
-                if time.monotonic() - pruned > PRUNE_EVERY:
-                    pruned = time.monotonic()
-                    try:
-                        await self._store.prune_requests(time.time() - self._keep)
-                    except Exception:  # retried at the next hour
-                        log.exception("pruning the request log failed")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.flush()
-
-
 class LogRequests:
-    def __init__(self, app: ASGIApp, *, requests: RequestLog, metrics: Metrics, keys: KeyChecker) -> None:
+    def __init__(
+        self, app: ASGIApp, *, log_request: Callable[[RequestRecord], None], metrics: Metrics, keys: KeyChecker
+    ) -> None:
         self.app = app
-        self.requests = requests
+        self.log_request = log_request
         self.metrics = metrics
         self.keys = keys
 
@@ -163,7 +126,7 @@ class LogRequests:
                 ms=round(seconds * 1000, 1), tenant=who.tenant_id if who else None, key=who.key_id if who else None,
                 **({"note": note} if note else {}),
             )
-            self.requests.add(RequestRecord(
+            self.log_request(RequestRecord(
                 time=time.time(), tenant_id=who.tenant_id if who else None, key_id=who.key_id if who else None,
                 method=scope["method"], path=scope["path"][:2048], status=status, note=note,
             ))

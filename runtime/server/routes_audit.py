@@ -50,7 +50,7 @@ async def audit_requests(
 ) -> RequestPage:
     """The tenant's API requests (an admin key: every caller's, or ``tenant_id``'s), a page at
     a time; this request itself is not among them yet."""
-    await ctx.requests.flush()
+    await ctx.audit.flush()
     found = await ctx.store.requests(
         whose, after=int(cursor) if cursor else None, newest_first=order == "newest", limit=limit + 1
     )

@@ -1,5 +1,5 @@
 """Running ``caisson serve``: one Runtime, the store, the app under uvicorn, and the
-background work (the request log's writer), all ended together; every session the server
+background work (the store's writer, sweeps, the heartbeat), all ended together; every session the server
 opened is closed when it stops."""
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from caisson.server.audit_writer import DurableAudit
 from caisson.server.deps import ServerContext
 from caisson.server.mcp_remote import RemoteMcp
 from caisson.server.metrics import Metrics
-from caisson.server.middleware import RequestLog
 from caisson.server.quotas import RateLimiter
 from caisson.server.settings import ServeSettings
 from caisson.server.store import Store, database_url
@@ -45,6 +44,9 @@ SWEEP_EVERY = 30.0
 BEAT_EVERY = 10.0
 SILENT_AFTER = 60.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Idle keep-alive connections are closed by the client first (httpx's expiry is 5 s, uvicorn's
+# own default too): a server closing one just as a client sends on it made that call fail.
+KEEP_ALIVE = 30
 
 
 class Hosted:
@@ -81,8 +83,8 @@ class Hosted:
                 ctx = ServerContext(
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
-                    metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(), requests=RequestLog(store, self.settings.request_log_days),
-                    audit=DurableAudit(store),
+                    metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(),
+                    audit=DurableAudit(store, self.settings.request_log_days),
                 )
                 rt.audit.tee = ctx.audit.add
                 await self._take_over(ctx)
@@ -128,10 +130,10 @@ class Hosted:
         s = self.settings
         server = self._server = _Server(uvicorn.Config(
             app, host=s.host, port=s.port, log_level=s.log_level, lifespan="off", http="httptools",
+            timeout_keep_alive=KEEP_ALIVE,
             ssl_certfile=s.ssl_certfile, ssl_keyfile=s.ssl_keyfile, timeout_graceful_shutdown=s.drain,
         ))
         async with anyio.create_task_group() as tg:
-            tg.start_soon(ctx.requests.run)
             tg.start_soon(ctx.audit.run)
             tg.start_soon(_every, SWEEP_EVERY, ctx.tenancy.sweep, "sweeping ended sessions")
             tg.start_soon(_every, 1.0, ctx.tenancy.watch_deaths, "watching the engine's events")

@@ -422,10 +422,17 @@ class Store:
 
     # ---- audit ----------------------------------------------------------------------------
 
-    async def add_audit(self, events: list[AuditEvent]) -> None:
-        """Events committed in one transaction (a batch of concurrent calls')."""
-        rows = [{**e.model_dump(), "time": e.time.timestamp()} for e in events]
-        await self._run(lambda c: c.execute(audit_events.insert(), rows))
+    async def write(self, events: Callable[[], list[AuditEvent]], requests: list[RequestRecord]) -> None:
+        """Audit events (a batch of concurrent calls', made by ``events`` on the statement's
+        worker thread) and request-log records, committed in one transaction."""
+        def work(c: Connection) -> None:
+            rows = [{**e.model_dump(), "time": e.time.timestamp()} for e in events()]
+            if rows:
+                c.execute(audit_events.insert(), _fitted(audit_events, rows))
+            if requests:
+                c.execute(requests_log.insert(), _fitted(requests_log, [r.model_dump() for r in requests]))
+
+        await self._run(work)
 
     async def audit(
         self, tenant_id: str | None, *, session_id: str | None = None, tool: str | None = None,
@@ -451,10 +458,6 @@ class Store:
 
     # ---- request log --------------------------------------------------------------------
 
-    async def log_requests(self, records: list[RequestRecord]) -> None:
-        rows = [r.model_dump() for r in records]
-        await self._run(lambda c: c.execute(requests_log.insert(), rows))
-
     async def prune_requests(self, before: float) -> int:
         stmt = requests_log.delete().where(requests_log.c.time < before)
         return int(await self._run(lambda c: c.execute(stmt).rowcount))
@@ -471,6 +474,21 @@ class Store:
             stmt = stmt.where(c.id < after if newest_first else c.id > after)
         rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
         return [(str(r["id"]), RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
+
+
+def _fitted(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` as the store takes them: a text holding a NUL byte (PostgreSQL refuses it) or
+    longer than its column (an unknown tool's name, a path) would fail the whole batch, and a
+    batch is retried until it is written: one caller's odd text would hold every call's answer."""
+    limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, str):
+                if "\x00" in value:
+                    value = value.replace("\x00", "\\x00")
+                limit = limits.get(name)
+                row[name] = value[:limit] if limit else value
+    return rows
 
 
 def _keyset(stmt: Any, table: sa.Table, after: Key | None, newest_first: bool, limit: int) -> Any:

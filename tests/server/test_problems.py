@@ -38,3 +38,34 @@ def test_every_error_is_a_problem_document(sqlite_api: Api) -> None:
         assert answers["wrong method"][0].headers["allow"]
         assert answers["invalid body"][0].json()["errors"][0]["loc"] == ["body", "ttl"]
         assert "Retry-After" in answers["over quota"][0].headers
+
+
+def test_the_tool_call_route_answers_as_every_route(sqlite_api: Api) -> None:
+    """The tool call is served in front of FastAPI's generic handling: its failures are the
+    same problem documents, its body is taken as strictly (JSON by content type, no unknown
+    field), and its answer is the documented ``ToolResult``."""
+    t, other = sqlite_api.tenant("call-route"), sqlite_api.tenant("call-route-other")
+    with t.client() as c, other.client() as o, httpx.Client(base_url=sqlite_api.url, timeout=30) as anon:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        path = f"/v1/sessions/{sid}/calls"
+        answers = {
+            "unauthenticated": (anon.post(path, json={"tool": "calculate"}), 401, "unauthorized"),
+            "another tenant's session": (o.post(path, json={"tool": "calculate"}), 404, "no_such_session"),
+            "unknown session": (c.post("/v1/sessions/s-nope/calls", json={"tool": "calculate"}), 404, "no_such_session"),
+            "no body": (c.post(path), 422, "invalid_request"),
+            "not JSON": (c.post(path, content=b"{", headers={"content-type": "application/json"}), 422, "invalid_request"),
+            "text/plain": (c.post(path, content=b'{"tool": "calculate"}', headers={"content-type": "text/plain"}), 422, "invalid_request"),
+            "unknown field": (c.post(path, json={"tool": "calculate", "sudo": True}), 422, "invalid_request"),
+            "empty tool": (c.post(path, json={"tool": ""}), 422, "invalid_request"),
+            "wrong method": (c.put(path, json={"tool": "calculate"}), 405, "method_not_allowed"),
+        }
+        for what, (r, status, error) in answers.items():
+            print(what, r.status_code, r.text[:160])
+            _is_problem(r, status, error)
+        assert answers["unauthenticated"][0].headers["www-authenticate"] == "Bearer"
+        assert answers["unknown field"][0].json()["errors"][0]["loc"] == ["body", "sudo"]
+        for old_path in (path, f"/sessions/{sid}/calls"):
+            ok = c.post(old_path, json={"tool": "calculate", "args": {"expression": "6*7"}})
+            assert ok.status_code == 200 and ok.headers["content-type"] == "application/json"
+            assert ok.json()["ok"] and "42" in ok.json()["text"] and ok.json()["call_id"].startswith("c-")
+        c.delete(f"/v1/sessions/{sid}")
