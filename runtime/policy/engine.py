@@ -98,6 +98,11 @@ class PolicyEngine:
         # The tool's own declared level; a call that names none (an unknown tool) fails closed.
         level = p.tool_levels.get(req.tool) or req.level or Level.DANGEROUS
 
+        # No program can be given a NUL byte (argv and environment are C strings): such a call
+        # cannot run, so it is refused at once rather than put to an approver.
+        if "\x00" in (req.command or "") or any("\x00" in k + v for k, v in req.env.items()):
+            return _deny(level, "nul_byte", "The command or its env contains a NUL byte, which no program can be given: nothing ran.")
+
         if req.command is not None:
             if req.tool == "exec":
                 problem = check_exec_metacharacters(req.command)

@@ -89,6 +89,21 @@ async def test_exec_rejects_shell_metacharacters() -> None:
     assert ok.allowed
 
 
+async def test_a_nul_byte_is_refused_without_asking() -> None:
+    """A NUL cannot reach a program (argv and env are C strings): refused at once, where an
+    approver would otherwise wait for an answer to a call that could never run."""
+    handler = Handler(ApprovalAnswer.allow_once())
+    e = engine(Policy(), handler)
+    for call in (
+        make_call("bash", command="echo a\x00b", access="execute"),
+        make_call("exec", command="ls\x00", access="execute"),
+        make_call("bash", command="ls", access="execute", env={"A": "x\x00y"}),
+    ):
+        d = await e.decide(call)
+        assert (d.allowed, d.rule) == (False, "nul_byte")
+    assert handler.requests == []
+
+
 async def test_max_level_caps_everything() -> None:
     policy = Policy(max_level=Level.CAUTIOUS, auto_approve_all=True, rules=[Rule(effect="allow", tool="*")])
     e = engine(policy, Handler(ApprovalAnswer.allow_once()))
