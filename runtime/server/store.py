@@ -145,6 +145,7 @@ class Store:
         self.engine: Engine = sa.create_engine(url, pool_pre_ping=True, **_engine_options(url))
         if url.startswith("sqlite"):
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        sa.event.listen(self.engine, "before_cursor_execute", _nul_escaped, retval=True)
         meta.create_all(self.engine)
         _add_missing_columns(self.engine)
         database = self.engine.url.database
@@ -477,18 +478,35 @@ class Store:
 
 
 def _fitted(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` as the store takes them: a text holding a NUL byte (PostgreSQL refuses it) or
-    longer than its column (an unknown tool's name, a path) would fail the whole batch, and a
-    batch is retried until it is written: one caller's odd text would hold every call's answer."""
+    """``rows`` as the store takes them: a text longer than its column (an unknown tool's name,
+    a path; measured with its NUL bytes escaped, see ``_nul_escaped``) would fail the whole batch,
+    and a batch is retried until it is written: one caller's odd text would hold every call's answer."""
     limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
     for row in rows:
         for name, value in row.items():
             if isinstance(value, str):
-                if "\x00" in value:
-                    value = value.replace("\x00", "\\x00")
                 limit = limits.get(name)
-                row[name] = value[:limit] if limit else value
+                row[name] = _escaped(value)[:limit] if limit else value
     return rows
+
+
+def _escaped(value: Any) -> Any:
+    return value.replace("\x00", "\\x00") if isinstance(value, str) and "\x00" in value else value
+
+
+def _nul_escaped(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> tuple[str, Any]:
+    """Every text sent to the store with its NUL bytes written as ``\\x00``: PostgreSQL's text
+    refuses NUL, and a refused look-up (an id in a URL) would read as the store not answering.
+    Writes and look-ups escape alike, so what was written is found by the same text."""
+
+    def one(params: Any) -> Any:
+        if isinstance(params, dict):
+            return {k: _escaped(v) for k, v in params.items()}
+        if isinstance(params, (list, tuple)):
+            return type(params)(_escaped(v) for v in params)
+        return params
+
+    return statement, [one(p) for p in parameters] if executemany else one(parameters)
 
 
 def _keyset(stmt: Any, table: sa.Table, after: Key | None, newest_first: bool, limit: int) -> Any:

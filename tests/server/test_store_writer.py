@@ -17,8 +17,13 @@ ARGS = [
     ("calculate", {"expression": f"1{NUL}+1"}), ("read_file", {"path": f"/workspace/a{NUL}b"}),
     ("bash", {f"k{NUL}": "v"}), ("calculate", {"expression": "1+" + "2" * 5000 + NUL}),
 ]
-# Paths no route takes (their ids never reach a store look-up): the request log keeps them.
-PATHS = ["/v1/nothing/a%00b", "/v2/%00" + "q" * 3000, "/" + "p" * 5000 + "%00"]
+# Paths no route takes (the request log keeps them), and ids and filters that reach a store
+# look-up (PostgreSQL refuses a NUL there too: a 503 "store does not answer" before).
+PATHS = [
+    "/v1/nothing/a%00b", "/v2/%00" + "q" * 3000, "/" + "p" * 5000 + "%00",
+    "/v1/sessions/%00", "/v1/sessions/s-%00x", "/v1/approvals/%00", "/v1/audit/calls/c-%00",
+    "/v1/snapshots/%00", "/v1/audit?session_id=%00", "/v1/audit?tool=a%00", "/v1/audit?cursor=%00",
+]
 
 
 def test_a_callers_odd_text_holds_no_other_calls_answer(api: Api) -> None:
