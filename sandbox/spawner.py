@@ -73,15 +73,19 @@ def exec_paths(spec: Spec) -> List[str]:
 
 def command_filter(spec: Spec) -> bytes:
     """The seccomp program the command runs under: no metadata changes where its confinement
-    allows none (see ``seccomp``)."""
+    allows none, and no internet sockets where the session has no network and Landlock has no
+    TCP rule to keep it off loopback (gVisor); see ``seccomp``."""
     confine = spec.confine
-    if confine is None or confine.metadata:
+    if confine is None:
         return b""
-    if not seccomp.METADATA_FILTER:
+    metadata = not confine.metadata
+    inet = not confine.network and not confine.egress_port and landlock.abi() < landlock.TCP_ABI
+    program = seccomp.program(metadata, inet)
+    if metadata and not program:
         raise DaemonError(
             "permission_denied", "no seccomp filter for %s: cannot run a command at level safe" % os.uname().machine
         )
-    return seccomp.METADATA_FILTER
+    return program
 
 
 def credentials(spec: Spec, marker: Optional[int] = None) -> Optional[Tuple[int, int, List[int]]]:
