@@ -43,7 +43,7 @@ class ProcessTable:
         # (so never reused) while someone holding this lock signals it.
         self.spawn_lock = threading.Lock()
         # First, while the daemon has no other thread: the spawner is a fork of this process.
-        self.spawner = Spawner()
+        self.spawner = Spawner(own_clones_only=os.environ.get("CAISSON_GVISOR") == "1")
         self.live: Dict[int, Proc] = {}
         self._have_children = threading.Event()
         self.loop = IOLoop()

@@ -118,8 +118,13 @@ def failure(spec: Spec, stage: int, err: int) -> DaemonError:
 class Spawner:
     """The daemon's end: starts the spawner process and runs commands in its clones."""
 
-    def __init__(self) -> None:
+    def __init__(self, own_clones_only: bool = False) -> None:
+        """``own_clones_only``: the host says the kernel ignores CLONE_PARENT (gVisor), so no
+        spawner process is started to find that out (a fork of the daemon's interpreter took
+        15-25 ms there, on every session's start)."""
         self._sock: Optional[socket.socket] = None
+        self._requested = 0  # clones asked of the spawner and not yet taken
+        self._used = False
         # Where the kernel keeps no orphan below its command (gVisor: no CLONE_PARENT, no
         # subreaper), each command's processes carry a group of their own instead: only a
         # privileged process can drop a supplementary group, so setsid and double forks
@@ -130,7 +135,10 @@ class Spawner:
         self._ahead = own_clones.Ahead()
         # The spawner's first clone, taken by ``probe`` before any command asked for it.
         self._early: Optional[Tuple[int, socket.socket]] = None
-        self._start()
+        if own_clones_only:
+            self.marks = True
+        else:
+            self._start()
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -202,7 +210,11 @@ class Spawner:
         """Learn now, not at the first command, whether the kernel honours CLONE_PARENT: where
         it does not (gVisor), the clones are then made ahead from the start, so the first
         command finds one ready. The caller holds the spawn lock."""
-        if self._sock is None or self._early is not None:
+        if self._sock is None:
+            if self.marks:
+                self.refill(1)
+            return
+        if self._early is not None:
             return
         used = self._used
         clone = self._take()
@@ -228,6 +240,7 @@ class Spawner:
         for attempt in (0, 1):
             sock = self._sock
             if sock is None:
+                self._used = True
                 return self._ahead.take() or _own_clone()
             fds: List[int] = []
             try:

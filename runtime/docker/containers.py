@@ -269,7 +269,12 @@ def _create_container(
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
         **({"CAISSON_LISTEN": "1"} if listen else {}),
-        **({"CAISSON_PROCESSES": str(gvisor_processes(config.limits.pids))} if config.gvisor else {}),
+        # Under gVisor: the daemon makes its commands' clones itself (gVisor ignores CLONE_PARENT).
+        **(
+            {"CAISSON_GVISOR": "1", "CAISSON_PROCESSES": str(gvisor_processes(config.limits.pids))}
+            if config.gvisor
+            else {}
+        ),
     }
     kwargs: dict[str, object] = {}
     if config.gvisor:
