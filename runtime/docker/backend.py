@@ -108,6 +108,7 @@ class DockerBackend:
                 storage_driver=str(info.get("Driver", "")),
                 disk_quota=None if self._soft_disk_watch else containers.quota_mechanism(self.client),
                 runtimes=sorted((info.get("Runtimes") or {}).keys()),
+                gvisor_without_network=containers.gvisor_without_network(self.client),
             )
 
         return await anyio.to_thread.run_sync(read)
