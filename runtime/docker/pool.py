@@ -156,7 +156,7 @@ class WarmPool:
             containers.start_container(self._client, created.id)
             if self._listen:
                 created = dataclasses.replace(created, pid=containers.reachable_pid(self._client, created.id))
-            stream, _ = attach_and_ask(
+            stream = attach_and_ask(
                 self._address, self._client.api.api_version, created.id, "ping", timeout=WARM_TIMEOUT
             )
             if created.pid:  # the session will use the socket: the stream was only for the ping

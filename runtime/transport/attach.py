@@ -116,14 +116,12 @@ async def resume(detached: Detached) -> AttachStream:
 ASK_ID = 2**31
 
 
-def attach_and_ask(
-    docker_host: str, api_version: str, container_id: str, op: str, *, timeout: float
-) -> tuple[Detached, dict[str, Any]]:
+def attach_and_ask(docker_host: str, api_version: str, container_id: str, op: str, *, timeout: float) -> Detached:
     """From a thread without an event loop (a warm pool's): attach to a started container, ask
     its daemon ``op`` (no arguments), and wait for the answer; the stream then goes on, for a
     session to take up (``resume``). Raises if the daemon does not answer within ``timeout``."""
 
-    async def ask() -> tuple[Detached, dict[str, Any]]:
+    async def ask() -> Detached:
         stream = await open_attach(docker_host, api_version, container_id, timeout=timeout)
         try:
             with anyio.fail_after(timeout):
@@ -137,12 +135,12 @@ def attach_and_ask(
                     frames = decoder.feed(chunk)
             header = frames[0][0]
             if len(frames) > 1 or decoder.buffered or header.get("id") != ASK_ID or not header.get("ok"):
-                raise DaemonProtocolError(f"the daemon of container {container_id[:12]} answered {op} with {header!r}")
+                raise DaemonProtocolError(f"the daemon of container {container_id[:12]} answered {op} with {str(header)[:200]}")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
             raise
-        return await stream.detach(), header
+        return await stream.detach()
 
     try:
         return anyio.run(ask)
