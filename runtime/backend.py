@@ -59,6 +59,8 @@ class EngineFacts(BaseModel):
     # What bounds a session's disk: "xfs-pquota", "btrfs-qgroup", or None (the host's soft watch).
     disk_quota: str | None = None
     runtimes: list[str] = []
+    # gVisor's containers get no network whatever is asked (runsc with --network=none).
+    gvisor_without_network: bool = False
     # The default sandbox image's reference, and whether the engine holds it.
     default_image: str = ""
     default_image_present: bool = False

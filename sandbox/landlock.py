@@ -43,6 +43,8 @@ SCOPE_SIGNAL = 1 << 1
 RULE_PATH_BENEATH = 1
 RULE_NET_PORT = 2
 CREATE_RULESET_VERSION = 1 << 0
+# The first ABI with TCP bind and connect rights.
+TCP_ABI = 4
 # Highest file-system right per ABI: 1: bits 0-12, 2: + REFER, 3-4: + TRUNCATE, 5+: + IOCTL_DEV.
 _FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15}
 DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
@@ -225,7 +227,7 @@ def _build(confine: Confine, writable: Tuple[str, ...]) -> Tuple[int, bool]:
         ACCESS_FS_EXECUTE | ACCESS_FS_WRITE_FILE | ACCESS_FS_READ_FILE | ACCESS_FS_TRUNCATE | ACCESS_FS_IOCTL_DEV
     ) & fs_all
     handled_fs = 0 if confine.level == "dangerous" else fs_all
-    handled_net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if version >= 4 and not confine.network else 0
+    handled_net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP if version >= TCP_ABI and not confine.network else 0
     scoped = SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if version >= 6 else 0
     if not (handled_fs or handled_net or scoped):
         return -1, True  # this kernel can enforce nothing more for this level

@@ -5,13 +5,16 @@ import platform
 import shutil
 from typing import Any, Callable, Dict
 
-from . import __version__, landlock, views
+from . import __version__, landlock, proctable, views
 from .errors import Reply
 from .protocol import PROTOCOL_VERSION
 from .spawner import HAS_CLONE_EXEC
 
 
 def op_ping(args: Dict[str, Any], blob: bytes) -> Reply:
+    # Answered once the first command would find everything made: a warm pool hands out
+    # only containers whose daemon answered (see caisson.docker.pool).
+    proctable.wait_warm()
     return (
         {
             "version": __version__,

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-from . import memwatch, pidwatch, views
+from . import landlock, memwatch, pidwatch, views
 from .errors import DaemonError
 from .ioloop import IOLoop
 from .landlock import ruleset_for
@@ -43,7 +43,7 @@ class ProcessTable:
         # (so never reused) while someone holding this lock signals it.
         self.spawn_lock = threading.Lock()
         # First, while the daemon has no other thread: the spawner is a fork of this process.
-        self.spawner = Spawner()
+        self.spawner = Spawner(own_clones_only=os.environ.get("CAISSON_GVISOR") == "1")
         self.live: Dict[int, Proc] = {}
         self._have_children = threading.Event()
         self.loop = IOLoop()
@@ -52,6 +52,31 @@ class ProcessTable:
         self._tasks_lock = threading.Lock()
         threading.Thread(target=self._reap, name="caisson-reaper", daemon=True).start()
         self._watching = False  # the resource watches of gVisor (memwatch, pidwatch) run
+        # Set once what the first command would otherwise find out is done (see _warm_up).
+        self.warm = threading.Event()
+        threading.Thread(target=self._warm_up, name="caisson-warm", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        """Before any command: whether the kernel honours CLONE_PARENT (under gVisor it does
+        not: the watches start and clones are made ahead), and the safe view where there is no
+        Landlock. Neither then waits on the first command's path, nor on a pooled session's."""
+        try:
+            with self.spawn_lock:
+                with contextlib.suppress(OSError, DaemonError):  # the first command tries again
+                    self.spawner.probe()
+                self._watch_if_marked()
+            if landlock.abi() == 0:
+                views.usable()
+        finally:
+            self.warm.set()
+
+    def _watch_if_marked(self) -> None:
+        """Start gVisor's resource watches once the daemon is found to run there. The caller
+        holds the spawn lock."""
+        if self.spawner.marks and not self._watching:
+            self._watching = True
+            memwatch.start(self)
+            pidwatch.start(self)
 
     # -- starting
 
@@ -78,10 +103,7 @@ class ProcessTable:
                 proc.t0 = time.monotonic()
                 proc.started = time.time()
                 proc.pid, proc.marker = self.spawner.spawn(spec, in_r, out_w, err_w, ruleset, root)
-                if self.spawner.marks and not self._watching:  # found to run under gVisor
-                    self._watching = True
-                    memwatch.start(self)
-                    pidwatch.start(self)
+                self._watch_if_marked()
                 proc.stdin_fd = in_w
                 self.live[proc.pid] = proc
                 # Registered before the reaper (which needs this lock) can report the
@@ -221,6 +243,16 @@ def table() -> ProcessTable:
 def start() -> None:
     """Start the reaper and I/O threads now (orphans are reaped from the first moment)."""
     table()
+
+
+# Longer than any warm-up seen (about 0.1 s under gVisor on a busy machine): a wait that ends
+# without it only means the first command does the rest.
+WARM_WAIT = 10.0
+
+
+def wait_warm() -> None:
+    """Until the daemon's warm-up is done (see ProcessTable._warm_up)."""
+    table().warm.wait(WARM_WAIT)
 
 
 def replenish() -> None:

@@ -1,4 +1,5 @@
-"""The seccomp filter of a command that may not change metadata (level safe).
+"""The seccomp filters of commands: no metadata changes (level safe), and no internet sockets
+where nothing else keeps a command off TCP.
 
 Landlock has no right for a file's mode, owner, times or extended attributes, and gVisor
 has no Landlock at all; so a command confined to safe also runs under this filter, which
@@ -7,6 +8,13 @@ setxattr and removexattr; their fd forms too, since a file opened for reading an
 would do). The program is built here once and travels in the clone's request
 (``clone_request``); clone_exec.c and the Python clone both install it as given, after
 Landlock and before the ids change, so none of the command runs without it.
+
+Landlock keeps every command of a session without network off TCP (bind and connect, the
+egress relay's port excepted). Where it cannot (gVisor has no Landlock; kernels before ABI 4
+have no TCP rights), a command of such a session runs under a filter that fails
+``socket(AF_INET | AF_INET6, ...)`` with EACCES, so it can neither listen on loopback nor
+reach what listens there (another command's server, at any level). A session with egress
+needs those sockets for the relay: there the gap stays (docs/design.md).
 
 System calls of another ABI than the daemon's (x86_64's 32-bit and x32 calls) fail with
 ENOSYS under the filter: their numbers differ, and a filter that only knew the native
@@ -17,7 +25,7 @@ import ctypes
 import errno
 import os
 import struct
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import syscalls
 
@@ -50,13 +58,19 @@ _ARCHES: Dict[str, Tuple[int, Optional[int], Dict[str, int]]] = {
     ),
 }
 
+# socket(2) by architecture, and the families a command without network may not make.
+_SOCKET = {"x86_64": 41, "aarch64": 198}
+_AF_INET, _AF_INET6 = 2, 10
+
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_OFFSET_NR, _OFFSET_ARCH = 0, 4
+# seccomp_data: nr, arch, instruction pointer, then the arguments (the low word of the first
+# at 16 on a little-endian machine, as both known ones are).
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16
 _INSN = struct.Struct("<HBBI")
 SECCOMP_MODE_FILTER = 2
 PR_SET_SECCOMP = 22
@@ -66,32 +80,50 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return _INSN.pack(code, jt, jf, k)
 
 
-def _build(machine: str) -> bytes:
-    """The program for ``machine``'s native ABI; empty where this module knows no numbers."""
+def _build(machine: str, metadata: bool, inet: bool) -> bytes:
+    """The program for ``machine``'s native ABI: ``metadata`` calls fail with EPERM, ``inet``
+    sockets with EACCES; empty where this module knows no numbers."""
     arch = _ARCHES.get(machine)
-    if arch is None:
+    if arch is None or not (metadata or inet):
         return b""
     audit_arch, foreign_from, calls = arch
-    numbers = sorted(set(calls.values()))
-    # [0] load arch, [1] foreign arch?, [2] load nr, [3] foreign ABI? (x86_64), one check per
-    # number, then allow, deny (EPERM), foreign (ENOSYS). A jump goes to target - itself - 1.
-    first = 3 + (1 if foreign_from is not None else 0)
-    allow = first + len(numbers)
-    deny, foreign = allow + 1, allow + 2
-    prog = [_insn(_LD_W_ABS, _OFFSET_ARCH), _insn(_JEQ_K, audit_arch, jf=foreign - 2), _insn(_LD_W_ABS, _OFFSET_NR)]
-    if foreign_from is not None:
-        prog.append(_insn(_JGE_K, foreign_from, jt=foreign - 4))
-    for number in numbers:
-        prog.append(_insn(_JEQ_K, number, jt=deny - len(prog) - 1))
-    prog += [
-        _insn(_RET_K, _RET_ALLOW),
-        _insn(_RET_K, _RET_ERRNO | errno.EPERM),
-        _insn(_RET_K, _RET_ERRNO | errno.ENOSYS),
+    # Each instruction: code, k, and the labels its true and false branches jump to (None: the
+    # next one); resolved below, a jump going to target - itself - 1.
+    prog: List[Tuple[int, int, Optional[str], Optional[str]]] = [
+        (_LD_W_ABS, _OFFSET_ARCH, None, None), (_JEQ_K, audit_arch, None, "foreign"), (_LD_W_ABS, _OFFSET_NR, None, None)
     ]
-    return b"".join(prog)
+    if foreign_from is not None:
+        prog.append((_JGE_K, foreign_from, "foreign", None))
+    prog += [(_JEQ_K, number, "deny", None) for number in (sorted(set(calls.values())) if metadata else [])]
+    if inet:
+        prog.append((_JEQ_K, _SOCKET[machine], "family", None))
+    labels = {"deny": len(prog) + 1, "foreign": len(prog) + 2}
+    prog += [(_RET_K, _RET_ALLOW, None, None), (_RET_K, _RET_ERRNO | errno.EPERM, None, None),
+             (_RET_K, _RET_ERRNO | errno.ENOSYS, None, None)]
+    if inet:
+        labels["family"], labels["refuse"] = len(prog), len(prog) + 4
+        prog += [
+            (_LD_W_ABS, _OFFSET_ARG0, None, None),
+            (_JEQ_K, _AF_INET, "refuse", None),
+            (_JEQ_K, _AF_INET6, "refuse", None),
+            (_RET_K, _RET_ALLOW, None, None),
+            (_RET_K, _RET_ERRNO | errno.EACCES, None, None),
+        ]
+    return b"".join(
+        _insn(code, k, 0 if jt is None else labels[jt] - i - 1, 0 if jf is None else labels[jf] - i - 1)
+        for i, (code, k, jt, jf) in enumerate(prog)
+    )
 
 
-METADATA_FILTER = _build(os.uname().machine)
+_MACHINE = os.uname().machine
+METADATA_FILTER = _build(_MACHINE, True, False)
+_FILTERS = {(metadata, inet): _build(_MACHINE, metadata, inet) for metadata in (False, True) for inet in (False, True)}
+
+
+def program(metadata: bool, inet: bool) -> bytes:
+    """The filter forbidding metadata changes and/or internet sockets (empty: neither, or an
+    architecture this module knows no numbers of)."""
+    return _FILTERS[(metadata, inet)]
 
 
 class _Fprog(ctypes.Structure):

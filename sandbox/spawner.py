@@ -25,7 +25,6 @@ nothing (end of file when exec closed the socket), or the stage that failed and 
 """
 
 import array
-import collections
 import contextlib
 import errno
 import fcntl
@@ -36,11 +35,12 @@ import resource
 import signal
 import socket
 import struct
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from . import clone_request, landlock, seccomp, syscalls
+from . import clone_request, landlock, own_clones, seccomp, syscalls
 from .errors import DaemonError, from_oserror
 from .limits import PROCESSES
+from .own_clones import CLONE_EXEC, CLONE_EXEC_SOCKET, DEFAULT_SIGNALS, HAS_CLONE_EXEC
 from .spawn import Spec
 
 _MADE = struct.Struct("<ii")  # a clone's pid, errno
@@ -52,11 +52,6 @@ MAX_FDS = 5
 # the older clone. An idle session keeps one.
 AHEAD = 2
 
-# The native spawner, where the image has one (see above).
-CLONE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clone-exec")
-HAS_CLONE_EXEC = os.access(CLONE_EXEC, os.X_OK)
-# The descriptor the daemon's socket takes in clone-exec.
-CLONE_EXEC_SOCKET = 3
 
 # Marker groups: far above any group an image defines.
 MARKER_BASE = 3_000_000_000
@@ -78,15 +73,19 @@ def exec_paths(spec: Spec) -> List[str]:
 
 def command_filter(spec: Spec) -> bytes:
     """The seccomp program the command runs under: no metadata changes where its confinement
-    allows none (see ``seccomp``)."""
+    allows none, and no internet sockets where the session has no network and Landlock has no
+    TCP rule to keep it off loopback (gVisor); see ``seccomp``."""
     confine = spec.confine
-    if confine is None or confine.metadata:
+    if confine is None:
         return b""
-    if not seccomp.METADATA_FILTER:
+    metadata = not confine.metadata
+    inet = not confine.network and not confine.egress_port and landlock.abi() < landlock.TCP_ABI
+    program = seccomp.program(metadata, inet)
+    if metadata and not program:
         raise DaemonError(
             "permission_denied", "no seccomp filter for %s: cannot run a command at level safe" % os.uname().machine
         )
-    return seccomp.METADATA_FILTER
+    return program
 
 
 def credentials(spec: Spec, marker: Optional[int] = None) -> Optional[Tuple[int, int, List[int]]]:
@@ -119,17 +118,27 @@ def failure(spec: Spec, stage: int, err: int) -> DaemonError:
 class Spawner:
     """The daemon's end: starts the spawner process and runs commands in its clones."""
 
-    def __init__(self) -> None:
+    def __init__(self, own_clones_only: bool = False) -> None:
+        """``own_clones_only``: the host says the kernel ignores CLONE_PARENT (gVisor), so no
+        spawner process is started to find that out (a fork of the daemon's interpreter took
+        15-25 ms there, on every session's start)."""
         self._sock: Optional[socket.socket] = None
+        self._requested = 0  # clones asked of the spawner and not yet taken
+        self._used = False
         # Where the kernel keeps no orphan below its command (gVisor: no CLONE_PARENT, no
         # subreaper), each command's processes carry a group of their own instead: only a
         # privileged process can drop a supplementary group, so setsid and double forks
         # cannot shed it, and a tree kill finds them all by it.
         self.marks = False
         self._markers = itertools.count(MARKER_BASE)
-        # Clones the daemon starts itself, made ahead (see refill): pid and socket.
-        self._ready: Deque[Tuple[int, socket.socket]] = collections.deque()
-        self._start()
+        # Clones the daemon starts itself, made ahead.
+        self._ahead = own_clones.Ahead()
+        # The spawner's first clone, taken by ``probe`` before any command asked for it.
+        self._early: Optional[Tuple[int, socket.socket]] = None
+        if own_clones_only:
+            self.marks = True
+        else:
+            self._start()
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -194,21 +203,45 @@ class Spawner:
         while self._sock is not None and self._requested < ahead:
             self._sock.send(b"n")
             self._requested += 1
-        while self.marks and HAS_CLONE_EXEC and len(self._ready) < ahead:
-            self._ready.append(_spawn_clone())
+        if self.marks and HAS_CLONE_EXEC:
+            self._ahead.keep(ahead)
+
+    def probe(self) -> None:
+        """Learn now, not at the first command, whether the kernel honours CLONE_PARENT: where
+        it does not (gVisor), the clones are then made ahead from the start, so the first
+        command finds one ready. The caller holds the spawn lock."""
+        if self._sock is None:
+            if self.marks:
+                self.refill(1)
+            return
+        if self._early is not None:
+            return
+        used = self._used
+        clone = self._take()
+        self._used = used  # no command ran yet: an idle session keeps one clone
+        if self.marks:
+            self._ahead.put(clone)
+            self.refill(1)
+        else:
+            self._early = clone
 
     @property
     def waiting(self) -> int:
-        """Clones the daemon made itself that wait for a command (processes of root's)."""
-        return len(self._ready)
+        """Clones the daemon made itself that wait for a command, or are being made
+        (processes of root's)."""
+        return self._ahead.waiting
 
     def _take(self) -> Tuple[int, socket.socket]:
         """The oldest clone made ahead; asks for the next one at once only if none is left
         (see AHEAD). Restarts a spawner that died."""
+        if self._early is not None:
+            early, self._early = self._early, None
+            return early
         for attempt in (0, 1):
             sock = self._sock
             if sock is None:
-                return self._ready.popleft() if self._ready else _own_clone()
+                self._used = True
+                return self._ahead.take() or _own_clone()
             fds: List[int] = []
             try:
                 data, ancillary, _flags, _addr = sock.recvmsg(
@@ -247,34 +280,7 @@ class Spawner:
 
 def _own_clone() -> Tuple[int, socket.socket]:
     """A clone the daemon makes itself (where the spawner cannot make the daemon's children)."""
-    return _spawn_clone() if HAS_CLONE_EXEC else _fork_clone()
-
-
-def _spawn_clone() -> Tuple[int, socket.socket]:
-    """clone-exec as one clone, started with posix_spawn: a vfork, so nothing of the daemon's
-    memory is copied (under gVisor a fork of the daemon took 15-25 ms, this about 6), and
-    only its socket and /dev/null as stdio are inherited."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    given = theirs.fileno()
-    if given == CLONE_EXEC_SOCKET:  # a dup2 onto itself would keep its close-on-exec flag
-        given = os.dup(given)
-    try:
-        pid = os.posix_spawn(
-            CLONE_EXEC, [CLONE_EXEC, "clone", str(PROCESSES)], {},
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
-                (os.POSIX_SPAWN_DUP2, 0, 1),
-                (os.POSIX_SPAWN_DUP2, 0, 2),
-                (os.POSIX_SPAWN_DUP2, given, CLONE_EXEC_SOCKET),
-            ],
-            setsigmask=(),
-            setsigdef=_DEFAULT_SIGNALS,
-        )
-    finally:
-        if given != theirs.fileno():
-            os.close(given)
-        theirs.close()
-    return pid, ours
+    return own_clones.spawn_clone() if HAS_CLONE_EXEC else _fork_clone()
 
 
 def _fork_clone() -> Tuple[int, socket.socket]:
@@ -329,16 +335,13 @@ def _serve(sock: socket.socket, daemon: int) -> None:
             theirs.close()
 
 
-# Commands start with default dispositions (Python ignores SIGPIPE and SIGXFSZ; the daemon
-# installs handlers).
-_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _shed_daemon(keep: int) -> int:
     """In a fork of the daemon: drop its descriptors (but ``keep``) and signal handlers; a
     /dev/null descriptor."""
     gc.disable()  # objects inherited from the daemon may own descriptors closed below
-    for signum in _DEFAULT_SIGNALS:
+    for signum in DEFAULT_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     for name in os.listdir("/proc/self/fd"):  # the daemon's channel and files are not ours
         fd = int(name)

@@ -135,5 +135,8 @@ def test_doctor_reports_every_check(tmp_path: Path) -> None:
     assert lines["engine"] == lines["image"] == "ok"
     assert lines["transport"] == "ok"  # a root controller beside a local engine reaches the socket
     assert lines["spawn"] == "ok"  # this host compiles clone-exec (the test set-up installs gcc)
+    # The set-up registers runsc with --network=none: doctor says what that means for a session.
+    gvisor = next(line for line in proc.stdout.splitlines() if line.split(":")[0].endswith("gvisor"))
+    assert "network=True is refused" in gvisor, gvisor
     # Whatever is not ok comes with what to do about it.
     assert proc.stdout.count("fix:") == sum(1 for status in lines.values() if status != "ok")

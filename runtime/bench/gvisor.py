@@ -33,17 +33,20 @@ async def _per_call(s: Session, iterations: int) -> dict[str, Any]:
     }
 
 
-async def _starts(rt: Runtime, config: SessionConfig, n: int) -> dict[str, float]:
-    samples = []
+async def _starts(rt: Runtime, configs: dict[str, SessionConfig], n: int) -> dict[str, dict[str, float]]:
+    """Open to first command's answer, each config in turn, so load that drifts during the run
+    weighs on all of them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in configs}
     for _ in range(n):
-        started = time.perf_counter()
-        s = await rt.open_session(config)
-        try:
-            await s.exec(["true"], timeout=30)
-            samples.append((time.perf_counter() - started) * 1000)
-        finally:
-            await s.close()
-    return summarize(samples)
+        for name, config in configs.items():
+            started = time.perf_counter()
+            s = await rt.open_session(config)
+            try:
+                await s.exec(["true"], timeout=30)
+                samples[name].append((time.perf_counter() - started) * 1000)
+            finally:
+                await s.close()
+    return {name: summarize(taken) for name, taken in samples.items()}
 
 
 def _cpu_ns(rt: Runtime, container_id: str) -> int:
@@ -75,6 +78,22 @@ async def _idle_cpu(rt: Runtime, config: SessionConfig, sessions: int, seconds: 
     }
 
 
+async def _pool_acquire(config: SessionConfig, n: int) -> dict[str, float]:
+    """From taking a warm container to its first command's answer, the pool full each time."""
+    async with Runtime(RuntimeConfig(gc_on_start=False, pool=PoolConfig(size=2, session=config))) as pooled:
+        samples = []
+        for _ in range(n):
+            await pooled.pool_ready(timeout=120)
+            started = time.perf_counter()
+            s = await pooled.open_session(config)
+            try:
+                await s.exec(["true"], timeout=30)
+                samples.append((time.perf_counter() - started) * 1000)
+            finally:
+                await s.close()
+    return summarize(samples)
+
+
 async def bench_gvisor(iterations: int) -> dict[str, Any]:
     runc, gvisor = SessionConfig(), SessionConfig(gvisor=True)
     result: dict[str, Any] = {}
@@ -83,22 +102,12 @@ async def bench_gvisor(iterations: int) -> dict[str, Any]:
             result["runc"] = await _per_call(a, iterations)
             result["gvisor"] = await _per_call(b, iterations)
         n = max(5, iterations // 40)
-        result["runc"]["cold_start_to_first_command"] = await _starts(rt, runc, n)
-        result["gvisor"]["cold_start_to_first_command"] = await _starts(rt, gvisor, n)
+        for name, summary in (await _starts(rt, {"runc": runc, "gvisor": gvisor}, n)).items():
+            result[name]["cold_start_to_first_command"] = summary
         result["runc"]["idle_cpu_10_sessions"] = await _idle_cpu(rt, runc, 10, 10.0)
         result["gvisor"]["idle_cpu_10_sessions"] = await _idle_cpu(rt, gvisor, 10, 10.0)
-    async with Runtime(RuntimeConfig(gc_on_start=False, pool=PoolConfig(size=2, session=gvisor))) as pooled:
-        samples = []
-        for _ in range(max(5, iterations // 20)):
-            await pooled.pool_ready(timeout=120)
-            started = time.perf_counter()
-            s = await pooled.open_session(gvisor)
-            try:
-                await s.exec(["true"], timeout=30)
-                samples.append((time.perf_counter() - started) * 1000)
-            finally:
-                await s.close()
-        result["gvisor"]["pool_acquire_to_first_command"] = summarize(samples)
+    for name, config in (("runc", runc), ("gvisor", gvisor)):
+        result[name]["pool_acquire_to_first_command"] = await _pool_acquire(config, max(5, iterations // 20))
     result["ratio_gvisor_to_runc_p50"] = {
         name: round(result["gvisor"][name]["p50_ms"] / max(result["runc"][name]["p50_ms"], 1e-6), 2)
         for name in result["runc"]

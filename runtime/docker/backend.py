@@ -23,7 +23,7 @@ from caisson.docker.pool import WarmPool
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from caisson.logs import get_logger
 from caisson.transport import unix
-from caisson.transport.attach import AttachStream, open_attach
+from caisson.transport.attach import AttachStream, Detached, open_attach, resume
 from caisson.transport.channel import ByteTransport
 
 log = get_logger("caisson.docker")
@@ -38,6 +38,8 @@ class DockerBackend:
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
         self._pool: WarmPool | None = None
+        # The attach streams of containers taken from the pool, until their session connects.
+        self._pool_streams: dict[str, Detached] = {}
 
     @property
     def client(self) -> docker.DockerClient:
@@ -75,6 +77,9 @@ class DockerBackend:
             if self._pool is not None:
                 await anyio.to_thread.run_sync(self._pool.close)
                 self._pool = None
+            for stream in self._pool_streams.values():  # taken, and their session never connected
+                stream.close()
+            self._pool_streams.clear()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -103,6 +108,7 @@ class DockerBackend:
                 storage_driver=str(info.get("Driver", "")),
                 disk_quota=None if self._soft_disk_watch else containers.quota_mechanism(self.client),
                 runtimes=sorted((info.get("Runtimes") or {}).keys()),
+                gvisor_without_network=containers.gvisor_without_network(self.client),
             )
 
         return await anyio.to_thread.run_sync(read)
@@ -185,6 +191,8 @@ class DockerBackend:
                 ) from None
             except DaemonProtocolError as exc:
                 log.warning("using the attach stream instead of the daemon's socket", container=sandbox.id[:12], error=str(exc))
+        if attach is None and (pooled := self._pool_streams.pop(sandbox.id, None)) is not None:
+            return await resume(pooled)
         return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
 
     async def remove(self, container_id: str) -> None:
@@ -300,14 +308,21 @@ class DockerBackend:
         )
 
     def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
-        self._pool = WarmPool(self.client, owner, config, size, listen=listen, soft_disk=self._soft_disk_watch)
+        self._pool = WarmPool(
+            self.client, owner, config, size, address=self.address, listen=listen, soft_disk=self._soft_disk_watch
+        )
         self._pool.start()
 
     def pool_take(self, config: SessionConfig) -> Sandbox | None:
         if self._pool is None or not self._pool.fits(config):
             return None
-        made = self._pool.take()
-        return None if made is None else Sandbox(id=made.id, session_id=made.session_id, listen=made.pid > 0, pid=made.pid)
+        taken = self._pool.take()
+        if taken is None:
+            return None
+        made, stream = taken
+        if stream is not None:
+            self._pool_streams[made.id] = stream
+        return Sandbox(id=made.id, session_id=made.session_id, listen=made.pid > 0, pid=made.pid)
 
     def pool_session_ids(self) -> frozenset[str]:
         return self._pool.session_ids() if self._pool is not None else frozenset()

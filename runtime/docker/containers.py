@@ -7,6 +7,7 @@ docker-py is blocking; callers run these functions in worker threads. The hot pa
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import posixpath
 import subprocess
@@ -121,6 +122,22 @@ def gvisor_processes(pids: int) -> int:
 
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
 
+# What each engine (by address) passes runsc, gVisor's runtime.
+_RUNSC_ARGS: dict[str, list[str]] = {}
+
+
+def gvisor_without_network(client: docker.DockerClient) -> bool:
+    """Whether the engine runs gVisor with ``--network=none``: a gVisor container then has no
+    network interface but loopback, whatever network Docker gives it."""
+    url = str(client.api.base_url)
+    if url not in _RUNSC_ARGS:
+        with engine_errors("asking the engine about gVisor"):
+            runtimes = client.info().get("Runtimes") or {}
+        _RUNSC_ARGS[url] = [str(a) for a in (runtimes.get("runsc") or {}).get("runtimeArgs") or []]
+    args = _RUNSC_ARGS[url]
+    return "--network=none" in args or any(a == "--network" and b == "none" for a, b in itertools.pairwise(args))
+
+
 
 def quota_mechanism(client: docker.DockerClient) -> str | None:
     """The engine's per-container disk bound, found by asking the engine for one: a container
@@ -227,6 +244,12 @@ def create_container(
 def _create_container(
     client: docker.DockerClient, session_id: str, owner: str, config: SessionConfig, listen: bool, soft_disk: bool
 ) -> CreatedContainer:
+    if config.gvisor and config.network and gvisor_without_network(client):
+        raise SessionError(
+            "network=True with gvisor=True: this engine runs gVisor with --network=none, so the session would have "
+            "no network at all. Name the hosts it may reach in `egress` instead (the allowlist proxy works under "
+            "gVisor), use runc (gvisor=False) for a bridge network, or register runsc without --network=none"
+        )
     image = config.image or image_tag()
     injected = not image_carries_daemon(client, image)
     if config.image is None and injected:
@@ -246,7 +269,12 @@ def _create_container(
         **({"CAISSON_IDLE_TIMEOUT": f"{config.idle_timeout:g}"} if config.idle_timeout else {}),
         **({"CAISSON_GRACE": f"{config.grace:g}", "CAISSON_LEASE": LEASE_PATH} if config.grace else {}),
         **({"CAISSON_LISTEN": "1"} if listen else {}),
-        **({"CAISSON_PROCESSES": str(gvisor_processes(config.limits.pids))} if config.gvisor else {}),
+        # Under gVisor: the daemon makes its commands' clones itself (gVisor ignores CLONE_PARENT).
+        **(
+            {"CAISSON_GVISOR": "1", "CAISSON_PROCESSES": str(gvisor_processes(config.limits.pids))}
+            if config.gvisor
+            else {}
+        ),
     }
     kwargs: dict[str, object] = {}
     if config.gvisor:

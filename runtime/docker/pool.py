@@ -1,7 +1,11 @@
 """A warm pool: started, hardened, idle containers of one configuration, ready to be taken.
 
-A thread keeps ``size`` containers created and started (their daemons waiting for a host); a
-session takes one and binds it late: the daemon's stream, the policy, the profile and the
+A thread keeps ``size`` containers created and started, their daemons warm: each has answered
+a ``ping``, which a daemon answers once what a first command would wait for is made (under
+gVisor: the clone its command runs in, the read-only view of level safe). Where the session
+will speak over the attach stream (gVisor, a remote engine), the pool keeps the stream that
+ping went over, so taking a container costs no request to the engine. A session takes one
+and binds it late: the daemon's stream, the policy, the profile and the
 tenant are the session's. A pooled container is used by one session only and removed with
 it, so nothing carries over. Pooled containers carry the usual labels (owner, expiry), so the
 reaper treats them like any session's.
@@ -24,6 +28,7 @@ from caisson.client.primitives import new_session_id
 from caisson.config import SessionConfig
 from caisson.docker import containers
 from caisson.logs import get_logger
+from caisson.transport.attach import Detached, attach_and_ask
 
 log = get_logger("caisson.pool")
 
@@ -37,6 +42,8 @@ FILL_WORKERS = 4
 # take: starting a container costs the engine a few hundred ms of CPU, which would otherwise
 # compete with the new session's first commands. Below half, it refills at once.
 REFILL_DELAY = 0.25
+# How long a pooled daemon may take to start and warm up (gVisor on a busy machine: seconds).
+WARM_TIMEOUT = 60.0
 
 
 def shape(config: SessionConfig) -> str:
@@ -51,17 +58,20 @@ class WarmPool:
         config: SessionConfig,
         size: int,
         *,
+        address: str,
         listen: bool = False,
         soft_disk: bool = False,
     ) -> None:
+        """``address``: the engine's, for the attach streams the pool keeps."""
         self.config = config
+        self._address = address
         self._listen = listen
         self._soft_disk = soft_disk
         self.size = size
         self._client = client
         self._owner = owner
         self._shape = shape(config)
-        self._ready: deque[containers.CreatedContainer] = deque()
+        self._ready: deque[tuple[containers.CreatedContainer, Detached | None]] = deque()
         self._filling = 0
         self._failures = 0
         self._lock = threading.Condition()
@@ -76,8 +86,9 @@ class WarmPool:
     def fits(self, config: SessionConfig) -> bool:
         return shape(config) == self._shape
 
-    def take(self) -> containers.CreatedContainer | None:
-        """A started container, or None when the pool is empty (the caller starts one cold)."""
+    def take(self) -> tuple[containers.CreatedContainer, Detached | None] | None:
+        """A started container with its daemon's attach stream (None where the session will
+        use the daemon's socket), or None when the pool is empty (the caller starts one cold)."""
         with self._lock:
             taken = self._ready.popleft() if self._ready else None
             self._last_take = time.monotonic()
@@ -91,11 +102,11 @@ class WarmPool:
 
     def session_ids(self) -> frozenset[str]:
         with self._lock:
-            return frozenset(c.session_id for c in self._ready)
+            return frozenset(c.session_id for c, _ in self._ready)
 
     def container_ids(self) -> list[str]:
         with self._lock:
-            return [c.id for c in self._ready]
+            return [c.id for c, _ in self._ready]
 
     def wait_full(self, timeout: float) -> bool:
         """Block until the pool holds ``size`` containers (for set-up and benchmarks)."""
@@ -109,7 +120,10 @@ class WarmPool:
             self._lock.notify_all()
         self._thread.join()
         idle = []
-        while (created := self.take()) is not None:
+        while (taken := self.take()) is not None:
+            created, stream = taken
+            if stream is not None:
+                stream.close()
             idle.append(created.id)
         # At once, on the fill threads: one after another, a busy engine took seconds each.
         list(self._workers.map(lambda container: containers.remove_container(self._client, container), idle))
@@ -134,6 +148,7 @@ class WarmPool:
 
     def _fill_one(self) -> None:
         created = None
+        stream = None
         try:
             created = containers.create_container(
                 self._client, new_session_id(), self._owner, self.config, listen=self._listen, soft_disk=self._soft_disk
@@ -141,6 +156,12 @@ class WarmPool:
             containers.start_container(self._client, created.id)
             if self._listen:
                 created = dataclasses.replace(created, pid=containers.reachable_pid(self._client, created.id))
+            stream = attach_and_ask(
+                self._address, self._client.api.api_version, created.id, "ping", timeout=WARM_TIMEOUT
+            )
+            if created.pid:  # the session will use the socket: the stream was only for the ping
+                stream.close()
+                stream = None
         except Exception as exc:  # the engine said no: count it, back off, keep going
             if created is not None:
                 containers.remove_container(self._client, created.id)
@@ -153,8 +174,10 @@ class WarmPool:
                 # Back off so a broken engine or image is not hammered.
                 self._lock.wait(timeout=min(30.0, 0.5 * self._failures))
             elif self._stopped:
+                if stream is not None:
+                    stream.close()
                 containers.remove_container(self._client, created.id)
             else:
                 self._failures = 0
-                self._ready.append(created)
+                self._ready.append((created, stream))
             self._lock.notify_all()

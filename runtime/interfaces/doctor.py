@@ -67,13 +67,14 @@ async def run_doctor() -> list[Check]:
     if facts.default_image_present:
         checks.extend(await _in_a_session())
         if any(c.name == "gvisor" and c.status == "ok" for c in checks):
-            gvisor = await _gvisor_levels()
+            gvisor = await _gvisor_levels(facts)
             checks = [gvisor if c.name == "gvisor" else c for c in checks]
     return checks
 
 
-async def _gvisor_levels() -> Check:
-    """What enforces the permission levels in a gVisor session (it has no Landlock)."""
+async def _gvisor_levels(facts: EngineFacts) -> Check:
+    """What enforces the permission levels in a gVisor session (it has no Landlock), and
+    whether it can have a network."""
     try:
         async with Runtime(RuntimeConfig(gc_on_start=False)) as rt, rt.session(
             SessionConfig(idle_timeout=60, gvisor=True)
@@ -82,9 +83,14 @@ async def _gvisor_levels() -> Check:
     except CaissonError as exc:
         return Check("gvisor", "fail", f"runsc is registered but a gVisor session did not start: {exc}",
                      "see `docker info` and runsc's logs; gVisor here needs runsc's --network=none")
+    network = (
+        "; no network (runsc runs with --network=none): network=True is refused, egress allowlists work"
+        if facts.gvisor_without_network
+        else ""
+    )
     if info.levels == "views":
         return Check("gvisor", "ok", "gvisor=True sessions work; levels enforced by read-only views and chroot "
-                     "(no Landlock in gVisor), metadata at safe by seccomp")
+                     f"(no Landlock in gVisor), metadata at safe and internet sockets without network by seccomp{network}")
     return Check("gvisor", "warn", "gvisor=True sessions work, but nothing enforces the levels there: "
                  "every bash call counts as dangerous", "the daemon needs CAP_SYS_ADMIN and CAP_SYS_CHROOT in gVisor "
                  "to make its read-only views; check the container's capabilities")

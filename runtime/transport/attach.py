@@ -7,15 +7,20 @@ socket, then Docker's multiplexed stdout/stderr framing (8-byte headers) is spli
 
 from __future__ import annotations
 
+import os
+import socket
 import struct
 from collections import deque
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from caisson.errors import DockerUnavailable
+from caisson._sandbox.protocol import FrameDecoder, encode_frame
+from caisson.errors import DaemonDied, DaemonProtocolError, DockerUnavailable
 from caisson.logs import get_logger
 from caisson.transport.rawsock import SocketReader
 
@@ -81,6 +86,66 @@ class AttachStream:
     async def aclose(self) -> None:
         self._reader.closing()
         await self._stream.aclose()
+
+    async def detach(self) -> Detached:
+        """The connection, out of this event loop, for ``resume`` in another; the bytes read
+        but not yet taken go with it."""
+        raw = self._stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock = socket.socket(fileno=os.dup(raw.fileno()))
+        await self.aclose()
+        return Detached(sock, bytes(self._raw))
+
+
+@dataclass(frozen=True)
+class Detached:
+    """An attach stream opened in one event loop (a warm pool's thread), to go on in another."""
+
+    sock: socket.socket
+    initial: bytes
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def resume(detached: Detached) -> AttachStream:
+    kind = anyio.abc.UNIXSocketStream if detached.sock.family == socket.AF_UNIX else anyio.abc.SocketStream
+    return AttachStream(await kind.from_socket(detached.sock), detached.initial)
+
+
+# The id of the request ``attach_and_ask`` sends: none a session's channel uses (they count from 1).
+ASK_ID = 2**31
+
+
+def attach_and_ask(docker_host: str, api_version: str, container_id: str, op: str, *, timeout: float) -> Detached:
+    """From a thread without an event loop (a warm pool's): attach to a started container, ask
+    its daemon ``op`` (no arguments), and wait for the answer; the stream then goes on, for a
+    session to take up (``resume``). Raises if the daemon does not answer within ``timeout``."""
+
+    async def ask() -> Detached:
+        stream = await open_attach(docker_host, api_version, container_id, timeout=timeout)
+        try:
+            with anyio.fail_after(timeout):
+                await stream.send(encode_frame({"id": ASK_ID, "op": op, "args": {}}))
+                decoder = FrameDecoder()
+                frames: list[Any] = []
+                while not frames:
+                    chunk = await stream.receive()
+                    if not chunk:
+                        raise DaemonDied(f"the daemon of container {container_id[:12]} ended: {stream.stderr_tail}")
+                    frames = decoder.feed(chunk)
+            header = frames[0][0]
+            if len(frames) > 1 or decoder.buffered or header.get("id") != ASK_ID or not header.get("ok"):
+                raise DaemonProtocolError(f"the daemon of container {container_id[:12]} answered {op} with {str(header)[:200]}")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            raise
+        return await stream.detach()
+
+    try:
+        return anyio.run(ask)
+    except TimeoutError:
+        raise DaemonDied(f"the daemon of container {container_id[:12]} did not answer {op} within {timeout:g} s") from None
 
 
 async def _connect(docker_host: str) -> anyio.abc.SocketStream:
