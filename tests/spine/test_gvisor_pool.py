@@ -21,6 +21,11 @@ pytestmark = pytest.mark.anyio
 GVISOR = SessionConfig(gvisor=True)
 
 
+@pytest.fixture(autouse=True)
+def _current_image(rt: Runtime) -> None:
+    """The pools below start containers of the current daemon's image: the shared runtime builds it."""
+
+
 def owned(rt: Runtime) -> set[str]:
     rows = rt.backend.client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={rt.config.owner}"})
     return {row["Id"] for row in rows}
