@@ -191,7 +191,15 @@ class DockerBackend:
         await anyio.to_thread.run_sync(containers.remove_container, self.client, container_id)
 
     async def find(self, session_id: str) -> SandboxRow | None:
-        row = await anyio.to_thread.run_sync(containers.find_session_container, self.client, session_id)
+        def look() -> dict[str, object] | None:
+            row = containers.find_session_container(self.client, session_id)
+            if row is not None and row.get("State") == "paused":
+                # Left paused by a controller that died in a snapshot: files back, running again.
+                sparse.recover(self.client, str(row["Id"]), resume_unmarked=True)
+                row = containers.find_session_container(self.client, session_id)
+            return row
+
+        row = await anyio.to_thread.run_sync(look)
         return None if row is None else _row(row)
 
     async def list_sandboxes(self) -> list[SandboxRow]:
@@ -209,7 +217,8 @@ class DockerBackend:
 
     def _snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
         """A commit; on a local btrfs engine (runc: gVisor keeps its writes off the layer) the
-        sparse files are kept apart while it runs (docker/sparse.py), the container paused throughout."""
+        sparse files are kept apart while it runs (docker/sparse.py), the container paused
+        throughout, under a marker that lets whoever comes next undo it should this controller die."""
         client = self.client
         with containers.engine_errors("taking a snapshot"):
             runtime = (client.api.inspect_container(container_id).get("HostConfig") or {}).get("Runtime")
@@ -217,27 +226,34 @@ class DockerBackend:
         top = sparse.layer(root, container_id) if root is not None else None
         if root is None or top is None:
             return containers.snapshot(client, container_id, session_id, owner, ttl)
+        sparse.recover(client, container_id, resume_unmarked=True)
         tag = containers.snapshot_tag(session_id)
         kept = sparse.store(root, tag)
+        marker = sparse.Unfinished(root, container_id, tag)
         try:
-            with containers.engine_errors("pausing a session for its snapshot"):
-                client.api.pause(container_id)
-        except docker.errors.APIError as exc:
-            raise SessionError(f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}") from None
-        try:
+            try:
+                with containers.engine_errors("pausing a session for its snapshot"):
+                    client.api.pause(container_id)
+            except docker.errors.APIError as exc:
+                marker.done()
+                raise SessionError(
+                    f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}"
+                ) from None
             try:
                 sparse.stash(top, kept)
                 ref = containers.snapshot(client, container_id, session_id, owner, ttl, tag=tag, paused=True, sparse=True)
+                sparse.put_back(top, kept)
+                with containers.engine_errors("resuming a session after its snapshot"):
+                    client.api.unpause(container_id)
             except BaseException:
-                if kept.is_dir():
-                    sparse.put_back(top, kept)
-                sparse.remove(root, tag)
+                # Undone as a successor would undo it, once this controller lets go of the marker.
+                marker.release()
+                sparse.recover(client, container_id, resume_unmarked=False)
                 raise
-            sparse.put_back(top, kept)
+            marker.done()
             return ref
         finally:
-            with containers.engine_errors("resuming a session after its snapshot"):
-                client.api.unpause(container_id)
+            marker.release()
 
     async def remove_snapshot(self, ref: str) -> None:
         def remove() -> None:

@@ -9,6 +9,13 @@ same inode before the container runs again (its open descriptors see the same fi
 session opened from the snapshot gets each file cloned from the store into its new layer
 before it starts. The layer is the agent's tree: every path is opened component by component
 without following links.
+
+A controller killed in that window must not cost the agent its files: before the container is
+paused, an ``Unfinished`` marker naming the snapshot is written beside the stores (fsync'd) and
+locked for as long as its controller works. Whatever later looks at the container (a re-attach,
+the reaper, another snapshot) and finds the marker unlocked runs ``recover``: it clones the
+stashed files back into the same inodes, removes the half-made snapshot and its store, and
+resumes the container.
 """
 
 from __future__ import annotations
@@ -19,9 +26,14 @@ import shutil
 from pathlib import Path
 
 import docker
+import docker.errors
 from pydantic import BaseModel
 
-from caisson.docker.containers import engine_errors
+from caisson.docker.containers import SNAPSHOT_REPO, engine_errors, remove_snapshot
+from caisson.errors import SessionError
+from caisson.logs import get_logger
+
+log = get_logger("caisson.sparse")
 
 FICLONE = 0x40049409
 # A file is kept sparse when its holes hold at least this much: below it, the commit's copy
@@ -29,6 +41,8 @@ FICLONE = 0x40049409
 MIN_HOLES = 16 * 2**20
 STORE = "caisson-sparse"
 MANIFEST = "manifest.json"
+# Beside the stores: one marker per container whose snapshot is under way (named by its id).
+UNFINISHED = "unfinished"
 
 
 class Stashed(BaseModel):
@@ -40,6 +54,12 @@ class Stashed(BaseModel):
 
 class Manifest(BaseModel):
     files: list[Stashed] = []
+
+
+class Marked(BaseModel):
+    """What an ``Unfinished`` marker holds: the snapshot whose stash it guards."""
+
+    tag: str
 
 
 def engine_root(client: docker.DockerClient) -> Path | None:
@@ -101,12 +121,71 @@ def _clone(src_fd: int, dst_fd: int) -> None:
     fcntl.ioctl(dst_fd, FICLONE, src_fd)
 
 
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_synced(path: Path, data: str) -> None:
+    """Replace ``path`` whole and durably: a reader finds the old text or the new, never a part."""
+    part = path.with_name(path.name + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(part, path)
+    _sync_dir(path.parent)
+
+
+class Unfinished:
+    """The marker of a container's snapshot under way, held (written, fsync'd, locked) from
+    before the pause until ``done``, after the resume. Its lock dies with its controller, so
+    an unlocked marker is a stash nobody will finish: ``recover``'s to undo."""
+
+    def __init__(self, root: Path, container_id: str, tag: str) -> None:
+        self.path = marker_path(root, container_id)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise SessionError(
+                f"another snapshot of container {container_id[:12]} is under way: wait for it, then try again"
+            ) from None
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        os.write(self._fd, Marked(tag=tag).model_dump_json().encode())
+        os.fsync(self._fd)
+        _sync_dir(self.path.parent)
+
+    def done(self) -> None:
+        """The container runs with its files back: nothing left to recover."""
+        self.path.unlink()
+        _sync_dir(self.path.parent)
+
+    def release(self) -> None:
+        """Let go of the lock (once; again does nothing)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def marker_path(root: Path, container_id: str) -> Path:
+    """Where the marker of a snapshot under way in ``container_id`` lies."""
+    return root / STORE / UNFINISHED / container_id
+
+
 def stash(top: Path, into: Path) -> None:
     """Clone each sparse file of a paused container's layer into ``into`` and empty it in place.
-    The manifest is written after each file, so ``put_back`` undoes a stash that failed midway."""
+    Each clone and the manifest naming it are on disk before the file is emptied, so
+    ``put_back`` undoes a stash that stopped anywhere."""
     into.mkdir(parents=True)
+    _sync_dir(into.parent)
     manifest = Manifest()
-    (into / MANIFEST).write_text(manifest.model_dump_json())
+    _write_synced(into / MANIFEST, manifest.model_dump_json())
     for relative in _sparse_files(top):
         fd = _open_in(top, relative, os.O_RDWR)
         try:
@@ -114,12 +193,13 @@ def stash(top: Path, into: Path) -> None:
             kept = os.open(into / str(len(manifest.files)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 _clone(fd, kept)
+                os.fsync(kept)
             finally:
                 os.close(kept)
             manifest.files.append(
                 Stashed(path_hex=os.fsencode(relative).hex(), size=st.st_size, mtime_ns=st.st_mtime_ns)
             )
-            (into / MANIFEST).write_text(manifest.model_dump_json())
+            _write_synced(into / MANIFEST, manifest.model_dump_json())
             os.ftruncate(fd, 0)
         finally:
             os.close(fd)
@@ -127,7 +207,7 @@ def stash(top: Path, into: Path) -> None:
 
 def put_back(top: Path, kept: Path) -> int:
     """Clone the stashed files into the layer ``top`` (emptied ones, or a new session's from the
-    snapshot), keeping their times; how many."""
+    snapshot), keeping their times; how many. Done twice, it gives the same files."""
     manifest = Manifest.model_validate_json((kept / MANIFEST).read_text())
     for i, file in enumerate(manifest.files):
         fd = _open_in(top, os.fsdecode(bytes.fromhex(file.path_hex)), os.O_WRONLY)
@@ -152,3 +232,55 @@ def allocated(kept: Path) -> int:
 
 def remove(root: Path, snapshot_tag: str) -> None:
     shutil.rmtree(store(root, snapshot_tag), ignore_errors=True)
+
+
+def recover(client: docker.DockerClient, container_id: str, *, resume_unmarked: bool) -> str | None:
+    """Finish what a snapshot whose controller died left in a container: its sparse files
+    cloned back from the store (into the same inodes), the half-made snapshot and its store
+    removed, the container resumed; what was done (None: nothing). ``resume_unmarked``: also
+    resume a container found paused with no unfinished stash. A stash whose controller still
+    holds its marker is left to that controller."""
+    root = engine_root(client)
+    marker = marker_path(root, container_id) if root is not None else None
+    try:
+        fd = os.open(marker, os.O_RDWR) if marker is not None else None
+    except FileNotFoundError:
+        fd = None
+    done: str | None = None
+    if root is not None and marker is not None and fd is not None:
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None  # its controller is at work
+            if os.fstat(fd).st_nlink == 0:
+                return None  # finished while this looked
+            tag = Marked.model_validate_json(os.read(fd, 4096)).tag
+            kept = store(root, tag)
+            top = layer(root, container_id)
+            restored = put_back(top, kept) if top is not None and (kept / MANIFEST).is_file() else 0
+            remove_snapshot(client, f"{SNAPSHOT_REPO}:{tag}")
+            remove(root, tag)
+            _resume(client, container_id)
+            marker.unlink()
+            _sync_dir(marker.parent)
+            done = f"a dead controller's snapshot undone: {restored} sparse files put back, the container resumed"
+        finally:
+            os.close(fd)
+    elif resume_unmarked and _resume(client, container_id):
+        done = "resumed: found paused with no snapshot under way"
+    if done is not None:
+        log.warning("recovered a session's container", container=container_id[:12], what=done)
+    return done
+
+
+def _resume(client: docker.DockerClient, container_id: str) -> bool:
+    """Unpause the container if it is paused; whether it was."""
+    try:
+        with engine_errors("resuming a paused session"):
+            if not (client.api.inspect_container(container_id).get("State") or {}).get("Paused"):
+                return False
+            client.api.unpause(container_id)
+    except docker.errors.NotFound:
+        return False
+    return True
