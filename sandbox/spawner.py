@@ -197,11 +197,6 @@ class Spawner:
         while self.marks and HAS_CLONE_EXEC and len(self._ready) < ahead:
             self._ready.append(_spawn_clone())
 
-    @property
-    def waiting(self) -> int:
-        """Clones the daemon made itself that wait for a command (processes of root's)."""
-        return len(self._ready)
-
     def _take(self) -> Tuple[int, socket.socket]:
         """The oldest clone made ahead; asks for the next one at once only if none is left
         (see AHEAD). Restarts a spawner that died."""

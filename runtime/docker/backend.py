@@ -8,6 +8,7 @@ backend's: they live from ``open`` to ``aclose``.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -15,7 +16,7 @@ import docker
 
 from caisson.backend import BaseFiles, EngineFacts, Reaped, Sandbox, SandboxRow
 from caisson.config import SessionConfig
-from caisson.docker import containers, images, reaper, sparse
+from caisson.docker import containers, host_threads, images, reaper, sparse
 from caisson.docker.disk_watch import DiskWatch
 from caisson.docker.image_files import ImageProbe
 from caisson.docker.lease import LeaseKeeper
@@ -30,10 +31,17 @@ log = get_logger("caisson.docker")
 
 
 class DockerBackend:
-    def __init__(self, docker_host: str | None = None, *, soft_disk_watch: bool = False) -> None:
-        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the bench)."""
+    def __init__(
+        self, docker_host: str | None = None, *, soft_disk_watch: bool = False, host_threads_share: float = 0.5
+    ) -> None:
+        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the
+        bench); ``host_threads_share``: of the host's pid_max, for the gVisor sessions of a local engine."""
         self._docker_host = docker_host
         self._soft_disk_watch = soft_disk_watch
+        self._host_threads_share = host_threads_share
+        self._host_budget: int | None = None
+        # A gVisor session's budget check and its container, one at a time: it counts once made.
+        self._admitting = threading.Lock()
         self._client: docker.DockerClient | None = None
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
@@ -58,6 +66,11 @@ class DockerBackend:
         soft_quotas: Callable[[], dict[str, int]],
     ) -> None:
         self._client = await anyio.to_thread.run_sync(containers.connect, self._docker_host)
+        if self.address.startswith("unix://"):
+            self._host_budget = host_threads.host_budget(self._host_threads_share)
+        if self._host_budget is None:
+            log.info("gVisor sessions' host threads are not budgeted: the engine's kernel cannot be read from here",
+                     engine=self.address)
         self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
         self._leases.start()
         # The soft watch only where the engine cannot bound a disk itself.
@@ -125,12 +138,20 @@ class DockerBackend:
         return await anyio.to_thread.run_sync(images.prune_images, self.client)
 
     async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
-        made = await anyio.to_thread.run_sync(
-            functools.partial(
-                containers.create_container,
-                self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
-            )
+        make = functools.partial(
+            containers.create_container,
+            self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
         )
+
+        def admitted() -> containers.CreatedContainer:
+            budget = self._host_budget
+            if not config.gvisor or budget is None:
+                return make()
+            with self._admitting:
+                host_threads.admit(self.client, config, budget)
+                return make()
+
+        made = await anyio.to_thread.run_sync(admitted)
         if made.image.startswith(containers.SNAPSHOT_REPO + ":"):
             try:
                 await anyio.to_thread.run_sync(self._sparse_files_in, made.id, made.image)
