@@ -209,7 +209,11 @@ class DockerBackend:
         return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
 
     async def remove(self, container_id: str) -> None:
-        await anyio.to_thread.run_sync(containers.remove_container, self.client, container_id)
+        def remove() -> None:
+            containers.remove_container(self.client, container_id)
+            sparse.forget(self.client, container_id)
+
+        await anyio.to_thread.run_sync(remove)
 
     async def find(self, session_id: str) -> SandboxRow | None:
         def look() -> dict[str, object] | None:
@@ -264,14 +268,16 @@ class DockerBackend:
                 sparse.stash(top, kept)
                 ref = containers.snapshot(client, container_id, session_id, owner, ttl, tag=tag, paused=True, sparse=True)
                 sparse.put_back(top, kept)
-                with containers.engine_errors("resuming a session after its snapshot"):
-                    client.api.unpause(container_id)
+                # Done before the resume: a marker beside a running container would have the
+                # store cloned over the agent's newer writes.
+                marker.done()
             except BaseException:
                 # Undone as a successor would undo it, once this controller lets go of the marker.
                 marker.release()
                 sparse.recover(client, container_id, resume_unmarked=False)
                 raise
-            marker.done()
+            with containers.engine_errors("resuming a session after its snapshot"):
+                client.api.unpause(container_id)
             return ref
         finally:
             marker.release()

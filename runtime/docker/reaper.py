@@ -68,6 +68,7 @@ def collect(
         if reason is None:
             continue
         remove_container(client, str(row["Id"]))
+        sparse.forget(client, str(row["Id"]))
         log.info("reaped sandbox container", session=session, container=str(row["Id"])[:12], reason=reason)
         reaped.append(Reaped(session=session, container=str(row["Id"])[:12], reason=reason))
     return reaped

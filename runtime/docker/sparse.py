@@ -43,6 +43,8 @@ STORE = "caisson-sparse"
 MANIFEST = "manifest.json"
 # Beside the stores: one marker per container whose snapshot is under way (named by its id).
 UNFINISHED = "unfinished"
+# Each engine's data-root (by address), see engine_root.
+_ROOTS: dict[str, Path | None] = {}
 
 
 class Stashed(BaseModel):
@@ -63,11 +65,15 @@ class Marked(BaseModel):
 
 
 def engine_root(client: docker.DockerClient) -> Path | None:
-    """The engine's data-root when it is a btrfs this host reaches, else None."""
-    with engine_errors("asking the engine where its data lives"):
-        info = client.info()
-    root = Path(str(info.get("DockerRootDir") or ""))
-    return root if info.get("Driver") == "btrfs" and (root / "btrfs" / "subvolumes").is_dir() else None
+    """The engine's data-root when it is a btrfs this host reaches, else None (asked once per
+    engine: every removal looks for a stash left behind)."""
+    url = str(client.api.base_url)
+    if url not in _ROOTS:
+        with engine_errors("asking the engine where its data lives"):
+            info = client.info()
+        root = Path(str(info.get("DockerRootDir") or ""))
+        _ROOTS[url] = root if info.get("Driver") == "btrfs" and (root / "btrfs" / "subvolumes").is_dir() else None
+    return _ROOTS[url]
 
 
 def layer(root: Path, container_id: str) -> Path | None:
@@ -144,25 +150,36 @@ def _write_synced(path: Path, data: str) -> None:
 
 class Unfinished:
     """The marker of a container's snapshot under way, held (written, fsync'd, locked) from
-    before the pause until ``done``, after the resume. Its lock dies with its controller, so
-    an unlocked marker is a stash nobody will finish: ``recover``'s to undo."""
+    before the pause until ``done``, once its files are back and before the resume. Its lock
+    dies with its controller, so an unlocked marker is a stash nobody will finish:
+    ``recover``'s to undo."""
 
     def __init__(self, root: Path, container_id: str, tag: str) -> None:
         self.path = marker_path(root, container_id)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Written and locked under a name of its own, then linked into place whole: nobody
+        # finds it empty or unlocked.
+        part = self.path.with_name(f".{container_id}.{os.getpid()}")
+        self._fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            os.write(self._fd, Marked(tag=tag).model_dump_json().encode())
+            os.fsync(self._fd)
+            os.link(part, self.path)
         except FileExistsError:
+            self.release()
             raise SessionError(
                 f"another snapshot of container {container_id[:12]} is under way: wait for it, then try again"
             ) from None
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        os.write(self._fd, Marked(tag=tag).model_dump_json().encode())
-        os.fsync(self._fd)
+        except BaseException:
+            self.release()
+            raise
+        finally:
+            part.unlink()
         _sync_dir(self.path.parent)
 
     def done(self) -> None:
-        """The container runs with its files back: nothing left to recover."""
+        """The files are back (the container still paused): nothing left to recover."""
         self.path.unlink()
         _sync_dir(self.path.parent)
 
@@ -234,6 +251,39 @@ def remove(root: Path, snapshot_tag: str) -> None:
     shutil.rmtree(store(root, snapshot_tag), ignore_errors=True)
 
 
+def _unfinished(root: Path, container_id: str) -> tuple[int, str] | None:
+    """The container's marker, locked, and the snapshot it names, when its controller is gone
+    (None: no marker, or its controller still at work). The caller closes the descriptor."""
+    try:
+        fd = os.open(marker_path(root, container_id), os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_nlink == 0:
+            raise BlockingIOError  # finished while this looked
+        return fd, Marked.model_validate_json(os.read(fd, 4096)).tag
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _drop(client: docker.DockerClient, root: Path, tag: str) -> None:
+    """The half-made snapshot and its store (before the container may run again: a store left
+    beside a running container would be cloned over the agent's newer writes)."""
+    remove_snapshot(client, f"{SNAPSHOT_REPO}:{tag}")
+    remove(root, tag)
+
+
+def _unmark(root: Path, container_id: str) -> None:
+    path = marker_path(root, container_id)
+    path.unlink()
+    _sync_dir(path.parent)
+
+
 def recover(client: docker.DockerClient, container_id: str, *, resume_unmarked: bool) -> str | None:
     """Finish what a snapshot whose controller died left in a container: its sparse files
     cloned back from the store (into the same inodes), the half-made snapshot and its store
@@ -241,29 +291,19 @@ def recover(client: docker.DockerClient, container_id: str, *, resume_unmarked: 
     resume a container found paused with no unfinished stash. A stash whose controller still
     holds its marker is left to that controller."""
     root = engine_root(client)
-    marker = marker_path(root, container_id) if root is not None else None
-    try:
-        fd = os.open(marker, os.O_RDWR) if marker is not None else None
-    except FileNotFoundError:
-        fd = None
+    found = _unfinished(root, container_id) if root is not None else None
     done: str | None = None
-    if root is not None and marker is not None and fd is not None:
+    if root is not None and found is not None:
+        fd, tag = found
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return None  # its controller is at work
-            if os.fstat(fd).st_nlink == 0:
-                return None  # finished while this looked
-            tag = Marked.model_validate_json(os.read(fd, 4096)).tag
+            # Files are put back only into a paused container: one that runs has had them back.
+            paused = _paused(client, container_id)
             kept = store(root, tag)
             top = layer(root, container_id)
-            restored = put_back(top, kept) if top is not None and (kept / MANIFEST).is_file() else 0
-            remove_snapshot(client, f"{SNAPSHOT_REPO}:{tag}")
-            remove(root, tag)
+            restored = put_back(top, kept) if paused and top is not None and (kept / MANIFEST).is_file() else 0
+            _drop(client, root, tag)
             _resume(client, container_id)
-            marker.unlink()
-            _sync_dir(marker.parent)
+            _unmark(root, container_id)
             done = f"a dead controller's snapshot undone: {restored} sparse files put back, the container resumed"
         finally:
             os.close(fd)
@@ -274,12 +314,34 @@ def recover(client: docker.DockerClient, container_id: str, *, resume_unmarked: 
     return done
 
 
+def forget(client: docker.DockerClient, container_id: str) -> None:
+    """After the container's removal: what a dead controller's snapshot of it left (the
+    half-made image, its store, the marker) goes too."""
+    root = engine_root(client)
+    found = _unfinished(root, container_id) if root is not None else None
+    if root is not None and found is not None:
+        fd, tag = found
+        try:
+            _drop(client, root, tag)
+            _unmark(root, container_id)
+        finally:
+            os.close(fd)
+
+
+def _paused(client: docker.DockerClient, container_id: str) -> bool:
+    try:
+        with engine_errors("looking at a session's container"):
+            return bool((client.api.inspect_container(container_id).get("State") or {}).get("Paused"))
+    except docker.errors.NotFound:
+        return False
+
+
 def _resume(client: docker.DockerClient, container_id: str) -> bool:
     """Unpause the container if it is paused; whether it was."""
+    if not _paused(client, container_id):
+        return False
     try:
         with engine_errors("resuming a paused session"):
-            if not (client.api.inspect_container(container_id).get("State") or {}).get("Paused"):
-                return False
             client.api.unpause(container_id)
     except docker.errors.NotFound:
         return False

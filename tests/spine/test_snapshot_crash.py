@@ -1,7 +1,8 @@
 """A controller killed (SIGKILL) while its snapshot holds a session paused with its sparse files
 emptied (runtime/docker/sparse.py) costs the agent nothing: whatever next looks at the container
 (a fresh runtime's re-attach, or its reaper when it opens) clones the files back into the same
-inodes, resumes the container, and leaves no store, marker or half-made snapshot behind.
+inodes, resumes the container, and leaves no store, marker or half-made snapshot behind; a
+session closed instead takes them with its container.
 
 The controller runs in a subprocess that re-attaches the session and snapshots it; a wrapper
 around one step of the snapshot prints where it is and waits there, so each kill lands at a
@@ -176,6 +177,15 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
         async with rt.session(image=ref) as restored:
             from_snapshot = (await restored.exec("python3 /workspace/.check.py", timeout=60)).stdout
         assert (await final.exec("python3 /workspace/.check.py", timeout=60)).stdout == expected
+        # Killed once more, and the session closed: what the snapshot left goes with its container.
+        proc = await anyio.to_thread.run_sync(_controller_at, s.id, "committed", str(tmp_path))
+        proc.send_signal(signal.SIGKILL)
+        await anyio.to_thread.run_sync(proc.wait)
+        await final.close()
+        left = [name for name in _leftovers(root, s) if f"{containers.SNAPSHOT_REPO}:{name}" != ref]  # ref's is kept
+        images = client.api.images(name=containers.SNAPSHOT_REPO, filters={"label": f"caisson.snapshot_of={s.id}"})
+        print(f"killed after the commit, then closed: leftovers {left or 'none'}, snapshots {len(images)}")
+        assert not left and [i["RepoTags"] for i in images] == [[ref]], (left, images)
     print(f"controller killed mid-snapshot: tried {tried}, landed {landed} (files lost or leftovers)")
     assert landed == 0
     assert from_snapshot == expected
