@@ -178,6 +178,16 @@ class RuntimeConfig(BaseModel):
             "measure the watch); sessions with strict_quotas are then refused"
         ),
     )
+    gvisor_host_threads_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description=(
+            "share of the host's kernel.pid_max (or threads-max, the smaller) that the gVisor sessions of a local "
+            "engine may hold as host threads together (8 × limits.pids each); a gVisor session past it is refused. "
+            "Not checked on a remote engine, whose kernel this host cannot read"
+        ),
+    )
     egress_hosts: dict[str, str] = Field(
         default_factory=dict,
         description=(

@@ -23,6 +23,12 @@ class SessionError(CaissonError):
     code = "session_error"
 
 
+class HostLimit(CaissonError):
+    """Opening the session would let the host's sessions together pass a limit of the host's."""
+
+    code = "host_limit"
+
+
 class DaemonDied(SessionError):
     """The daemon's stream ended: the agent killed it, or the container stopped."""
 

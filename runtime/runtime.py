@@ -39,7 +39,11 @@ class Runtime:
         if backend is None:
             from caisson.docker.backend import DockerBackend  # the engine's client loads only when used
 
-            backend = DockerBackend(self.config.docker_host, soft_disk_watch=self.config.soft_disk_watch)
+            backend = DockerBackend(
+                self.config.docker_host,
+                soft_disk_watch=self.config.soft_disk_watch,
+                host_threads_share=self.config.gvisor_host_threads_share,
+            )
         self.backend: Backend = backend
         self._open = False
         self._sessions: dict[str, Session] = {}

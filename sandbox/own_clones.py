@@ -64,12 +64,6 @@ class Ahead:
         with self._cond:
             return self._ready.popleft() if self._ready else None
 
-    @property
-    def waiting(self) -> int:
-        """Clones made or on their way: processes of root's waiting for a command."""
-        with self._cond:
-            return len(self._ready) + self._making
-
     def _make(self) -> None:
         while True:
             with self._cond:

@@ -225,12 +225,6 @@ class Spawner:
         else:
             self._early = clone
 
-    @property
-    def waiting(self) -> int:
-        """Clones the daemon made itself that wait for a command, or are being made
-        (processes of root's)."""
-        return self._ahead.waiting
-
     def _take(self) -> Tuple[int, socket.socket]:
         """The oldest clone made ahead; asks for the next one at once only if none is left
         (see AHEAD). Restarts a spawner that died."""

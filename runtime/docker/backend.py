@@ -8,6 +8,7 @@ backend's: they live from ``open`` to ``aclose``.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -15,7 +16,7 @@ import docker
 
 from caisson.backend import BaseFiles, EngineFacts, Reaped, Sandbox, SandboxRow
 from caisson.config import SessionConfig
-from caisson.docker import containers, images, reaper, sparse
+from caisson.docker import containers, host_threads, images, reaper, sparse
 from caisson.docker.disk_watch import DiskWatch
 from caisson.docker.image_files import ImageProbe
 from caisson.docker.lease import LeaseKeeper
@@ -30,10 +31,17 @@ log = get_logger("caisson.docker")
 
 
 class DockerBackend:
-    def __init__(self, docker_host: str | None = None, *, soft_disk_watch: bool = False) -> None:
-        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the bench)."""
+    def __init__(
+        self, docker_host: str | None = None, *, soft_disk_watch: bool = False, host_threads_share: float = 0.5
+    ) -> None:
+        """``soft_disk_watch``: bound disks by the host's watch even where the engine could (tests, the
+        bench); ``host_threads_share``: of the host's pid_max, for the gVisor sessions of a local engine."""
         self._docker_host = docker_host
         self._soft_disk_watch = soft_disk_watch
+        self._host_threads_share = host_threads_share
+        self._host_budget: int | None = None
+        # A gVisor session's budget check and its container, one at a time: it counts once made.
+        self._admitting = threading.Lock()
         self._client: docker.DockerClient | None = None
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
@@ -60,6 +68,11 @@ class DockerBackend:
         soft_quotas: Callable[[], dict[str, int]],
     ) -> None:
         self._client = await anyio.to_thread.run_sync(containers.connect, self._docker_host)
+        if self.address.startswith("unix://"):
+            self._host_budget = host_threads.host_budget(self._host_threads_share)
+        if self._host_budget is None:
+            log.info("gVisor sessions' host threads are not budgeted: the engine's kernel cannot be read from here",
+                     engine=self.address)
         self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
         self._leases.start()
         # The soft watch only where the engine cannot bound a disk itself.
@@ -131,12 +144,20 @@ class DockerBackend:
         return await anyio.to_thread.run_sync(images.prune_images, self.client)
 
     async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
-        made = await anyio.to_thread.run_sync(
-            functools.partial(
-                containers.create_container,
-                self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
-            )
+        make = functools.partial(
+            containers.create_container,
+            self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
         )
+
+        def admitted() -> containers.CreatedContainer:
+            budget = self._host_budget
+            if not config.gvisor or budget is None:
+                return make()
+            with self._admitting:
+                host_threads.admit(self.client, config, budget)
+                return make()
+
+        made = await anyio.to_thread.run_sync(admitted)
         if made.image.startswith(containers.SNAPSHOT_REPO + ":"):
             try:
                 await anyio.to_thread.run_sync(self._sparse_files_in, made.id, made.image)
@@ -196,10 +217,22 @@ class DockerBackend:
         return attach if attach is not None else await self.attach(sandbox.id, timeout=timeout)
 
     async def remove(self, container_id: str) -> None:
-        await anyio.to_thread.run_sync(containers.remove_container, self.client, container_id)
+        def remove() -> None:
+            containers.remove_container(self.client, container_id)
+            sparse.forget(self.client, container_id)
+
+        await anyio.to_thread.run_sync(remove)
 
     async def find(self, session_id: str) -> SandboxRow | None:
-        row = await anyio.to_thread.run_sync(containers.find_session_container, self.client, session_id)
+        def look() -> dict[str, object] | None:
+            row = containers.find_session_container(self.client, session_id)
+            if row is not None and row.get("State") == "paused":
+                # Left paused by a controller that died in a snapshot: files back, running again.
+                sparse.recover(self.client, str(row["Id"]), resume_unmarked=True)
+                row = containers.find_session_container(self.client, session_id)
+            return row
+
+        row = await anyio.to_thread.run_sync(look)
         return None if row is None else _row(row)
 
     async def list_sandboxes(self) -> list[SandboxRow]:
@@ -217,7 +250,8 @@ class DockerBackend:
 
     def _snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
         """A commit; on a local btrfs engine (runc: gVisor keeps its writes off the layer) the
-        sparse files are kept apart while it runs (docker/sparse.py), the container paused throughout."""
+        sparse files are kept apart while it runs (docker/sparse.py), the container paused
+        throughout, under a marker that lets whoever comes next undo it should this controller die."""
         client = self.client
         with containers.engine_errors("taking a snapshot"):
             runtime = (client.api.inspect_container(container_id).get("HostConfig") or {}).get("Runtime")
@@ -225,27 +259,36 @@ class DockerBackend:
         top = sparse.layer(root, container_id) if root is not None else None
         if root is None or top is None:
             return containers.snapshot(client, container_id, session_id, owner, ttl)
+        sparse.recover(client, container_id, resume_unmarked=True)
         tag = containers.snapshot_tag(session_id)
         kept = sparse.store(root, tag)
+        marker = sparse.Unfinished(root, container_id, tag)
         try:
-            with containers.engine_errors("pausing a session for its snapshot"):
-                client.api.pause(container_id)
-        except docker.errors.APIError as exc:
-            raise SessionError(f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}") from None
-        try:
+            try:
+                with containers.engine_errors("pausing a session for its snapshot"):
+                    client.api.pause(container_id)
+            except docker.errors.APIError as exc:
+                marker.done()
+                raise SessionError(
+                    f"Docker could not pause session {session_id} for its snapshot: {exc.explanation or exc}"
+                ) from None
             try:
                 sparse.stash(top, kept)
                 ref = containers.snapshot(client, container_id, session_id, owner, ttl, tag=tag, paused=True, sparse=True)
+                sparse.put_back(top, kept)
+                # Done before the resume: a marker beside a running container would have the
+                # store cloned over the agent's newer writes.
+                marker.done()
             except BaseException:
-                if kept.is_dir():
-                    sparse.put_back(top, kept)
-                sparse.remove(root, tag)
+                # Undone as a successor would undo it, once this controller lets go of the marker.
+                marker.release()
+                sparse.recover(client, container_id, resume_unmarked=False)
                 raise
-            sparse.put_back(top, kept)
-            return ref
-        finally:
             with containers.engine_errors("resuming a session after its snapshot"):
                 client.api.unpause(container_id)
+            return ref
+        finally:
+            marker.release()
 
     async def remove_snapshot(self, ref: str) -> None:
         def remove() -> None:

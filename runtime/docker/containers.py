@@ -45,6 +45,8 @@ LABEL_PROFILE = "caisson.profile"
 LABEL_LISTEN = "caisson.listen"
 # Set when the daemon ends the session a grace after its controller: the reaper leaves it be.
 LABEL_GRACE = "caisson.grace"
+# On a gVisor session: the host threads it may hold (docker/host_threads.py adds them up).
+LABEL_HOST_THREADS = "caisson.host_threads"
 
 
 NUM_POOLS = 256
@@ -118,6 +120,11 @@ GVISOR_MIN_PROCESSES = 8
 def gvisor_processes(pids: int) -> int:
     """The processes a gVisor session with ``limits.pids`` = ``pids`` may run."""
     return max(GVISOR_MIN_PROCESSES, pids // GVISOR_PROCESS_SHARE)
+
+
+def host_threads(config: SessionConfig) -> int:
+    """The container's pids limit: the host threads (gVisor) or processes (runc) it may hold."""
+    return config.limits.pids * (GVISOR_HOST_PIDS if config.gvisor else 1)
 
 
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
@@ -301,6 +308,7 @@ def _create_container(
                 LABEL_PROFILE: config.profile,
                 **({LABEL_GRACE: f"{config.grace:g}"} if config.grace else {}),
                 **({LABEL_LISTEN: "1"} if listen else {}),
+                **({LABEL_HOST_THREADS: str(host_threads(config))} if config.gvisor else {}),
             },
             host_config=client.api.create_host_config(
                 init=True,
@@ -308,7 +316,7 @@ def _create_container(
                 cap_drop=["ALL"],
                 cap_add=DAEMON_CAPABILITIES + (GVISOR_DAEMON_CAPABILITIES if config.gvisor else []),
                 security_opt=["no-new-privileges:true"],
-                pids_limit=config.limits.pids * (GVISOR_HOST_PIDS if config.gvisor else 1),
+                pids_limit=host_threads(config),
                 mem_limit=memory,
                 memswap_limit=memory,
                 nano_cpus=int(config.limits.cpus * 1e9),

@@ -1,6 +1,8 @@
 """The reaper: removes caisson containers whose TTL passed, that stopped, or whose owner is
 provably gone and that would not end by themselves (a session with a grace period ends a
-grace after its controller, and may meanwhile be re-attached: the reaper leaves it alone)."""
+grace after its controller, and may meanwhile be re-attached: the reaper leaves it alone).
+A container a dead controller left paused mid-snapshot gets its files back and runs again
+first (docker/sparse.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import docker
 
 from caisson.backend import Reaped
 from caisson.config import owner_alive
+from caisson.docker import sparse
 from caisson.docker.containers import (
     LABEL_EXPIRES,
     LABEL_GRACE,
@@ -53,12 +56,19 @@ def collect(
         session = labels.get(LABEL_SESSION, "")
         if session in spare:
             continue
+        state = str(row.get("State", ""))
+        if state == "paused":
+            # Paused by a controller that is gone (or by hand): resumed, its stash undone.
+            owner_gone = not owner_alive(labels.get(LABEL_OWNER, ""))
+            if sparse.recover(client, str(row["Id"]), resume_unmarked=owner_gone) is not None:
+                state = "running"
         reason = "all owners asked for" if all_owners else reason_to_reap(
-            labels, str(row.get("State", "")), float(row.get("Created", now)), now
+            labels, state, float(row.get("Created", now)), now
         )
         if reason is None:
             continue
         remove_container(client, str(row["Id"]))
+        sparse.forget(client, str(row["Id"]))
         log.info("reaped sandbox container", session=session, container=str(row["Id"])[:12], reason=reason)
         reaped.append(Reaped(session=session, container=str(row["Id"])[:12], reason=reason))
     return reaped

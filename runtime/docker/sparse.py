@@ -9,6 +9,13 @@ same inode before the container runs again (its open descriptors see the same fi
 session opened from the snapshot gets each file cloned from the store into its new layer
 before it starts. The layer is the agent's tree: every path is opened component by component
 without following links.
+
+A controller killed in that window must not cost the agent its files: before the container is
+paused, an ``Unfinished`` marker naming the snapshot is written beside the stores (fsync'd) and
+locked for as long as its controller works. Whatever later looks at the container (a re-attach,
+the reaper, another snapshot) and finds the marker unlocked runs ``recover``: it clones the
+stashed files back into the same inodes, removes the half-made snapshot and its store, and
+resumes the container.
 """
 
 from __future__ import annotations
@@ -19,9 +26,14 @@ import shutil
 from pathlib import Path
 
 import docker
+import docker.errors
 from pydantic import BaseModel
 
-from caisson.docker.containers import engine_errors
+from caisson.docker.containers import SNAPSHOT_REPO, engine_errors, remove_snapshot
+from caisson.errors import SessionError
+from caisson.logs import get_logger
+
+log = get_logger("caisson.sparse")
 
 FICLONE = 0x40049409
 # A file is kept sparse when its holes hold at least this much: below it, the commit's copy
@@ -29,6 +41,10 @@ FICLONE = 0x40049409
 MIN_HOLES = 16 * 2**20
 STORE = "caisson-sparse"
 MANIFEST = "manifest.json"
+# Beside the stores: one marker per container whose snapshot is under way (named by its id).
+UNFINISHED = "unfinished"
+# Each engine's data-root (by address), see engine_root.
+_ROOTS: dict[str, Path | None] = {}
 
 
 class Stashed(BaseModel):
@@ -42,12 +58,22 @@ class Manifest(BaseModel):
     files: list[Stashed] = []
 
 
+class Marked(BaseModel):
+    """What an ``Unfinished`` marker holds: the snapshot whose stash it guards."""
+
+    tag: str
+
+
 def engine_root(client: docker.DockerClient) -> Path | None:
-    """The engine's data-root when it is a btrfs this host reaches, else None."""
-    with engine_errors("asking the engine where its data lives"):
-        info = client.info()
-    root = Path(str(info.get("DockerRootDir") or ""))
-    return root if info.get("Driver") == "btrfs" and (root / "btrfs" / "subvolumes").is_dir() else None
+    """The engine's data-root when it is a btrfs this host reaches, else None (asked once per
+    engine: every removal looks for a stash left behind)."""
+    url = str(client.api.base_url)
+    if url not in _ROOTS:
+        with engine_errors("asking the engine where its data lives"):
+            info = client.info()
+        root = Path(str(info.get("DockerRootDir") or ""))
+        _ROOTS[url] = root if info.get("Driver") == "btrfs" and (root / "btrfs" / "subvolumes").is_dir() else None
+    return _ROOTS[url]
 
 
 def layer(root: Path, container_id: str) -> Path | None:
@@ -101,12 +127,82 @@ def _clone(src_fd: int, dst_fd: int) -> None:
     fcntl.ioctl(dst_fd, FICLONE, src_fd)
 
 
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_synced(path: Path, data: str) -> None:
+    """Replace ``path`` whole and durably: a reader finds the old text or the new, never a part."""
+    part = path.with_name(path.name + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(part, path)
+    _sync_dir(path.parent)
+
+
+class Unfinished:
+    """The marker of a container's snapshot under way, held (written, fsync'd, locked) from
+    before the pause until ``done``, once its files are back and before the resume. Its lock
+    dies with its controller, so an unlocked marker is a stash nobody will finish:
+    ``recover``'s to undo."""
+
+    def __init__(self, root: Path, container_id: str, tag: str) -> None:
+        self.path = marker_path(root, container_id)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Written and locked under a name of its own, then linked into place whole: nobody
+        # finds it empty or unlocked.
+        part = self.path.with_name(f".{container_id}.{os.getpid()}")
+        self._fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            os.write(self._fd, Marked(tag=tag).model_dump_json().encode())
+            os.fsync(self._fd)
+            os.link(part, self.path)
+        except FileExistsError:
+            self.release()
+            raise SessionError(
+                f"another snapshot of container {container_id[:12]} is under way: wait for it, then try again"
+            ) from None
+        except BaseException:
+            self.release()
+            raise
+        finally:
+            part.unlink()
+        _sync_dir(self.path.parent)
+
+    def done(self) -> None:
+        """The files are back (the container still paused): nothing left to recover."""
+        self.path.unlink()
+        _sync_dir(self.path.parent)
+
+    def release(self) -> None:
+        """Let go of the lock (once; again does nothing)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def marker_path(root: Path, container_id: str) -> Path:
+    """Where the marker of a snapshot under way in ``container_id`` lies."""
+    return root / STORE / UNFINISHED / container_id
+
+
 def stash(top: Path, into: Path) -> None:
     """Clone each sparse file of a paused container's layer into ``into`` and empty it in place.
-    The manifest is written after each file, so ``put_back`` undoes a stash that failed midway."""
+    Each clone and the manifest naming it are on disk before the file is emptied, so
+    ``put_back`` undoes a stash that stopped anywhere."""
     into.mkdir(parents=True)
+    _sync_dir(into.parent)
     manifest = Manifest()
-    (into / MANIFEST).write_text(manifest.model_dump_json())
+    _write_synced(into / MANIFEST, manifest.model_dump_json())
     for relative in _sparse_files(top):
         fd = _open_in(top, relative, os.O_RDWR)
         try:
@@ -114,12 +210,13 @@ def stash(top: Path, into: Path) -> None:
             kept = os.open(into / str(len(manifest.files)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 _clone(fd, kept)
+                os.fsync(kept)
             finally:
                 os.close(kept)
             manifest.files.append(
                 Stashed(path_hex=os.fsencode(relative).hex(), size=st.st_size, mtime_ns=st.st_mtime_ns)
             )
-            (into / MANIFEST).write_text(manifest.model_dump_json())
+            _write_synced(into / MANIFEST, manifest.model_dump_json())
             os.ftruncate(fd, 0)
         finally:
             os.close(fd)
@@ -127,7 +224,7 @@ def stash(top: Path, into: Path) -> None:
 
 def put_back(top: Path, kept: Path) -> int:
     """Clone the stashed files into the layer ``top`` (emptied ones, or a new session's from the
-    snapshot), keeping their times; how many."""
+    snapshot), keeping their times; how many. Done twice, it gives the same files."""
     manifest = Manifest.model_validate_json((kept / MANIFEST).read_text())
     for i, file in enumerate(manifest.files):
         fd = _open_in(top, os.fsdecode(bytes.fromhex(file.path_hex)), os.O_WRONLY)
@@ -152,3 +249,100 @@ def allocated(kept: Path) -> int:
 
 def remove(root: Path, snapshot_tag: str) -> None:
     shutil.rmtree(store(root, snapshot_tag), ignore_errors=True)
+
+
+def _unfinished(root: Path, container_id: str) -> tuple[int, str] | None:
+    """The container's marker, locked, and the snapshot it names, when its controller is gone
+    (None: no marker, or its controller still at work). The caller closes the descriptor."""
+    try:
+        fd = os.open(marker_path(root, container_id), os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_nlink == 0:
+            raise BlockingIOError  # finished while this looked
+        return fd, Marked.model_validate_json(os.read(fd, 4096)).tag
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _drop(client: docker.DockerClient, root: Path, tag: str) -> None:
+    """The half-made snapshot and its store (before the container may run again: a store left
+    beside a running container would be cloned over the agent's newer writes)."""
+    remove_snapshot(client, f"{SNAPSHOT_REPO}:{tag}")
+    remove(root, tag)
+
+
+def _unmark(root: Path, container_id: str) -> None:
+    path = marker_path(root, container_id)
+    path.unlink()
+    _sync_dir(path.parent)
+
+
+def recover(client: docker.DockerClient, container_id: str, *, resume_unmarked: bool) -> str | None:
+    """Finish what a snapshot whose controller died left in a container: its sparse files
+    cloned back from the store (into the same inodes), the half-made snapshot and its store
+    removed, the container resumed; what was done (None: nothing). ``resume_unmarked``: also
+    resume a container found paused with no unfinished stash. A stash whose controller still
+    holds its marker is left to that controller."""
+    root = engine_root(client)
+    found = _unfinished(root, container_id) if root is not None else None
+    done: str | None = None
+    if root is not None and found is not None:
+        fd, tag = found
+        try:
+            # Files are put back only into a paused container: one that runs has had them back.
+            paused = _paused(client, container_id)
+            kept = store(root, tag)
+            top = layer(root, container_id)
+            restored = put_back(top, kept) if paused and top is not None and (kept / MANIFEST).is_file() else 0
+            _drop(client, root, tag)
+            _resume(client, container_id)
+            _unmark(root, container_id)
+            done = f"a dead controller's snapshot undone: {restored} sparse files put back, the container resumed"
+        finally:
+            os.close(fd)
+    elif resume_unmarked and _resume(client, container_id):
+        done = "resumed: found paused with no snapshot under way"
+    if done is not None:
+        log.warning("recovered a session's container", container=container_id[:12], what=done)
+    return done
+
+
+def forget(client: docker.DockerClient, container_id: str) -> None:
+    """After the container's removal: what a dead controller's snapshot of it left (the
+    half-made image, its store, the marker) goes too."""
+    root = engine_root(client)
+    found = _unfinished(root, container_id) if root is not None else None
+    if root is not None and found is not None:
+        fd, tag = found
+        try:
+            _drop(client, root, tag)
+            _unmark(root, container_id)
+        finally:
+            os.close(fd)
+
+
+def _paused(client: docker.DockerClient, container_id: str) -> bool:
+    try:
+        with engine_errors("looking at a session's container"):
+            return bool((client.api.inspect_container(container_id).get("State") or {}).get("Paused"))
+    except docker.errors.NotFound:
+        return False
+
+
+def _resume(client: docker.DockerClient, container_id: str) -> bool:
+    """Unpause the container if it is paused; whether it was."""
+    if not _paused(client, container_id):
+        return False
+    try:
+        with engine_errors("resuming a paused session"):
+            client.api.unpause(container_id)
+    except docker.errors.NotFound:
+        return False
+    return True

@@ -9,7 +9,8 @@ threads get room for them.
 
 Each attack prints what happened and counts the sessions lost: landed must be 0. The session
 must then answer a command, and, on gVisor, the call that met the limit says "process limit
-reached".
+reached". The limit is exact: the agent may hold that many processes and threads, and a
+command that goes one past it is ended (threads count as gVisor's RLIMIT_NPROC counts them).
 """
 
 from __future__ import annotations
@@ -33,11 +34,33 @@ BOMBS = {
     "bash bomb, then waiting": QUIET + "bomb() { bomb | bomb & }; bomb; sleep 120",
     "python os.fork loop": QUIET + "python3 -c 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass'",
 }
+# Bombs of threads in one process: gVisor's RLIMIT_NPROC stops them at the limit, where they
+# held it until their call's timeout before the watch counted threads.
+THREAD_BOMBS = {
+    "python threading loop": QUIET + "python3 -c 'import threading, time\nwhile True:\n    try:\n"
+    "        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n    except RuntimeError:\n"
+    "        pass'",
+    "perl threads loop": QUIET + "perl -Mthreads -e 'while (1) { my $t = threads->create(sub { sleep 600 }); "
+    "$t->detach if $t }'",
+}
+# Each needs three tasks (itself and two more) and keeps what it got: one past the limit
+# when the agent already holds the limit less one.
+ONE_MORE = {
+    "two forks": "python3 -c 'import os, time\nfor _ in range(2):\n    try:\n        if os.fork() == 0:\n"
+    "            time.sleep(30)\n            os._exit(0)\n    except OSError:\n        pass\ntime.sleep(30)'",
+    "two threads": "python3 -c 'import threading, time\nfor _ in range(2):\n    try:\n"
+    "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n    except RuntimeError:\n"
+    "        pass\ntime.sleep(30)'",
+    "bash in the background": QUIET + "sleep 30 & sleep 30 & wait",
+    "perl threads": QUIET + "perl -Mthreads -e 'threads->create(sub { sleep 30 }) for 1 .. 2; sleep 30'",
+}
 NOTE = "process limit reached"
 # The call's timeout: under gVisor the watch must end a bomb well before it. On runc a bomb
 # holds the pids limit until the timeout ends its tree, which a few seconds show as well.
 BOMB_TIMEOUT = 20
 RUNC_BOMB_TIMEOUT = 8
+# runc's pids cgroup stops a thread bomb at once, in the kernel: a short call shows it.
+RUNC_THREAD_BOMB_TIMEOUT = 3
 
 
 async def alive(s: Session) -> str | None:
@@ -123,7 +146,7 @@ async def test_150_noisy_tasks_then_a_memory_hog(rt: Runtime) -> None:
               f"({refused[0] if refused else '-'}); limit {limit}; {running} still running; "
               f"after 3 killed, session {'LOST: ' + str(lost) if lost else 'answers'}")
         assert lost is None
-        assert limit // 2 <= len(started) < limit and len(started) + len(refused) == 150
+        assert len(started) == limit and len(started) + len(refused) == 150
         assert running == len(started)  # refused at the limit, never killed for reaching it
 
         # A memory hog beside them: killed with a clear error, the session lives.
@@ -136,3 +159,77 @@ async def test_150_noisy_tasks_then_a_memory_hog(rt: Runtime) -> None:
             await s.task_signal(task_id, "KILL")
         r = await s.exec("python3 -c 'x = bytearray(64 << 20); print(len(x))'", timeout=60)
         assert r.stdout == f"{64 << 20}\n", r.stderr
+
+
+@pytest.mark.parametrize("runtime", ["gvisor", "runc"])
+async def test_thread_bombs_end_the_bomb_not_the_session(rt: Runtime, runtime: str) -> None:
+    gvisor = runtime == "gvisor"
+    timeout = BOMB_TIMEOUT if gvisor else RUNC_THREAD_BOMB_TIMEOUT
+    tried = landed = 0
+    async with rt.session(gvisor=gvisor, limits={"memory": "512m"}) as s:
+        for name, bomb in THREAD_BOMBS.items():
+            t0 = time.monotonic()
+            r = await s.exec(bomb, timeout=timeout)
+            took = time.monotonic() - t0
+            lost = await alive(s)
+            tried += 1
+            landed += lost is not None
+            print(f"{runtime}: {name}: call ended after {took:.1f} s (timed out: {r.timed_out}), note "
+                  f"{'given' if NOTE in r.stderr else 'absent'}; session {'LOST: ' + lost if lost else 'answers'}")
+            if gvisor:
+                assert NOTE in r.stderr and not r.timed_out, (took, r.stderr[-300:])
+    print(f"{runtime}: thread bombs in a 512 MiB session: tried {tried}, landed {landed} (sessions lost)")
+    assert landed == 0
+
+
+async def test_the_agent_holds_exactly_its_process_limit_under_gvisor(rt: Runtime) -> None:
+    limit = gvisor_processes(512)
+    async with rt.session(gvisor=True, limits={"memory": "512m"}) as s:
+        started: list[str] = []
+        refused: OpError | None = None
+        for _ in range(limit + 3):
+            try:
+                started.append((await s.spawn("sleep 300")).task_id)
+            except OpError as exc:
+                refused = exc
+                break
+        await anyio.sleep(1)  # ten rounds of the watch: holding the limit is no reason to kill
+        running = sum(t.running for t in await s.task_list())
+        print(f"gVisor, limit {limit}: {len(started)} single-process tasks started, {running} running a second "
+              f"later, the next refused: {refused}")
+        assert len(started) == limit and running == limit
+        assert refused is not None and refused.code == "process_limit"
+        # One task fewer: each command below holds the limit with its first task more, and
+        # goes one past it with the second; the watch ends it, the tasks held stay.
+        await s.task_signal(started[0], "KILL")
+        await s.task_wait(started[0], timeout=30)
+        tried = landed = 0
+        for name, command in ONE_MORE.items():
+            t0 = time.monotonic()
+            r = await s.exec(command, timeout=30)
+            took = time.monotonic() - t0
+            tried += 1
+            landed += NOTE not in r.stderr
+            print(f"  one past the limit by {name}: ended after {took:.1f} s, exit {r.exit_code}, note "
+                  f"{'given' if NOTE in r.stderr else 'ABSENT'}")
+        held = sum(t.running for t in await s.task_list())
+        print(f"gVisor: one past the limit: tried {tried}, landed {landed} (held past the limit); "
+              f"{held} of the {limit - 1} tasks held still run")
+        assert landed == 0 and held == limit - 1
+        assert await alive(s) is None
+
+
+async def test_the_agent_holds_exactly_its_process_limit_under_runc(rt: Runtime) -> None:
+    """runc's bound is the kernel's pids cgroup: forks succeed until it is full, not one more."""
+    forker = (
+        "python3 -c 'import os, signal\nn = 0\nwhile True:\n    try:\n        pid = os.fork()\n"
+        "    except OSError as exc:\n        break\n    if pid == 0:\n        signal.pause()\n    n += 1\n"
+        "c = \"/sys/fs/cgroup/pids/pids.\"\nprint(n, open(c + \"current\").read().strip(), "
+        "open(c + \"max\").read().strip(), flush=True)\nos.killpg(0, signal.SIGKILL)'"
+    )
+    async with rt.session(limits={"pids": 64}) as s:
+        r = await s.exec(forker, timeout=30)
+        made, current, most = (int(x) for x in r.stdout.split())
+        print(f"runc, limits.pids 64: {made} forks made, then refused with the cgroup at {current} of {most}")
+        assert current == most == 64 and made > 40
+        assert await alive(s) is None

@@ -1,0 +1,45 @@
+"""The host's threads are shared by every gVisor session of a local engine (8 × limits.pids
+each may be held): a new gVisor session that would take their limits together past the
+runtime's share of the host's pid_max is refused with an error that says what to do. Tested
+with a small share rather than many sessions; runc sessions do not count against it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caisson import Runtime, RuntimeConfig
+from caisson.docker import host_threads
+from caisson.errors import HostLimit
+
+pytestmark = pytest.mark.anyio
+
+SMALL = 64  # limits.pids: 512 host threads under gVisor
+
+
+async def test_gvisor_sessions_past_the_hosts_thread_budget_are_refused(rt: Runtime, tmp_path: Path) -> None:
+    client = rt.backend.client  # type: ignore[attr-defined]
+    most = host_threads.host_budget(1.0)
+    assert most is not None, "the host's kernel.pid_max is unreadable"
+    # Room for 1,000 host threads: less than one default gVisor session (4,096).
+    share = 1000 / most
+    async with rt.session(gvisor=True, limits={"pids": SMALL}) as held_open:
+        sessions, threads = host_threads.held(client)
+        assert sessions >= 1 and threads >= 8 * SMALL, (sessions, threads)
+        async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False, gvisor_host_threads_share=share)) as small:
+            tried = landed = 0
+            for limits in ({}, {"pids": SMALL}):
+                tried += 1
+                try:
+                    async with small.session(gvisor=True, limits=limits):
+                        landed += 1
+                except HostLimit as exc:
+                    print(f"gVisor session with {limits or 'default limits'}: refused: {exc}")
+                    assert "limits.pids" in str(exc) and f"budget of {int(most * share)}" in str(exc), exc
+            # runc sessions hold no gVisor threads: the budget does not apply.
+            async with small.session(limits={"pids": SMALL}) as runc:
+                assert (await runc.exec("echo runc")).stdout == "runc\n"
+        assert (await held_open.exec("echo held")).stdout == "held\n"
+    print(f"host thread budget {int(most * share)} of {most}: tried {tried}, landed {landed} (sessions opened past it)")
+    assert landed == 0
