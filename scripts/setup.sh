@@ -110,6 +110,14 @@ if ! docker_ok; then
     docker_ok || { log "dockerd did not come up; see /var/log/caisson-dockerd.log"; exit 1; }
   fi
 fi
+# Every gVisor session may hold 8 x limits.pids host threads, and caisson refuses gVisor
+# sessions past half of the host's pid_max (and threads-max). systemd raises pid_max to
+# 4194304 on 64-bit hosts; a host without it keeps the kernel's 32768 (four default gVisor
+# sessions), so it is raised here the same way.
+if [ "$(cat /proc/sys/kernel/pid_max)" -lt 4194304 ] && [ "$(getconf LONG_BIT)" = 64 ]; then
+  log "raising kernel.pid_max to 4194304 (systemd's default on 64-bit hosts) for gVisor sessions' host threads"
+  sysctl -q -w kernel.pid_max=4194304 || log "could not raise kernel.pid_max: fewer gVisor sessions fit at once"
+fi
 if ! command -v debootstrap >/dev/null 2>&1 && ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
   log "installing debootstrap (needed to build the base image offline)"
   export DEBIAN_FRONTEND=noninteractive
