@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from caisson.errors import CaissonError, CallTimeout, DockerUnavailable, ImageError, OpError, SessionError
+from caisson.errors import CaissonError, CallTimeout, DockerUnavailable, HostLimit, ImageError, OpError, SessionError
 from caisson.logs import get_logger
 from caisson.server.approvals import AlreadyAnswered
 from caisson.server.audit_writer import StoreUnavailable
@@ -136,6 +136,9 @@ def install(app: FastAPI, ctx: ServerContext) -> None:
             return problem(410, exc.code, f"{exc}; the session is closed: open a new one")
         if isinstance(exc, DockerUnavailable):
             return problem(503, exc.code, str(exc))
+        if isinstance(exc, HostLimit):
+            # The host is full for now, not the request wrong: another session's close makes room.
+            return problem(503, exc.code, str(exc), {"Retry-After": "30"})
         if isinstance(exc, ImageError):
             return problem(400, exc.code, str(exc))
         log.warning("request failed", path=request.url.path, error=str(exc))
