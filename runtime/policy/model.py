@@ -18,6 +18,7 @@ from .paths import (
     DEFAULT_SECRET_EXCEPTIONS,
     DEFAULT_SECRET_PATTERNS,
     DEFAULT_WORKSPACE_ROOTS,
+    glob_match,
 )
 
 # What a call does to its targets; "none" = touches no file, command or host (calculate, todos...).
@@ -119,6 +120,18 @@ class Policy(BaseModel):
     def rule_name(self, index: int) -> str:
         rule = self.rules[index]
         return rule.name or f"rules[{index}]"
+
+    def path_denial(self, path: str, access: Access) -> tuple[str, Rule] | None:
+        """The first deny rule that binds a change of ``path`` made outside any tool call (a
+        hosted tenant's file routes): a rule naming no tool and no command, whose path, if it
+        has one, matches and whose access, if it names any, includes ``access``. Rules naming
+        a tool or a command are about calls, which the engine decides."""
+        for index, rule in enumerate(self.rules):
+            if rule.effect != "deny" or rule.tool or rule.command or rule.command_regex:
+                continue
+            if (rule.access is None or access in rule.access) and (rule.path is None or glob_match(rule.path, path)):
+                return self.rule_name(index), rule
+        return None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Policy:

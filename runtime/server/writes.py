@@ -3,7 +3,8 @@ are decided: a write, a copy-in's every member, a new directory, a removal or a 
 decided on the path the daemon will really change (links followed where the daemon follows
 them), and refused when that path or the name given is outside the session's roots,
 protected (what programs run or read at start: shell start-up files, the home's dot entries
-and ``~/bin``, ``.git``, Python's site hooks, ...) or a secret file. Every change is
+and ``~/bin``, ``.git``, Python's site hooks, ...), a secret file, or denied by a path rule
+of the policy (``Policy.path_denial``). Every change is
 ``plain``: the daemon refuses a link (or, for a write, another name) swapped in between the
 look and the change. A tenant changes such files through a tool call or a command, which the
 policy decides and the tenant's approvers answer."""
@@ -23,6 +24,7 @@ from caisson.client import extract
 from caisson.client.models import Confinement, StatResult, WriteResult
 from caisson.errors import OpError
 from caisson.policy import is_secret, is_within
+from caisson.policy.model import Access
 from caisson.policy.paths import matches_any, normalize
 from caisson.server.tenancy import Live
 
@@ -40,8 +42,9 @@ SPOOL_IN_MEMORY = 8 * 1024 * 1024
 MAX_MOVED = 100_000
 
 
-def refusal(live: Live, path: str) -> str | None:
-    """Why the session's policy keeps a tenant from changing the full, normalised ``path``."""
+def refusal(live: Live, path: str, access: Access = "write") -> str | None:
+    """Why the session's policy keeps a tenant from changing (``access``: writing or deleting)
+    the full, normalised ``path``."""
     policy = live.session.policy
     if not is_within(path, policy.workspace_roots):
         return f"{path} is outside the session's workspace roots ({', '.join(policy.workspace_roots)})"
@@ -56,17 +59,21 @@ def refusal(live: Live, path: str) -> str | None:
     secret = is_secret(path, policy.secret_patterns, policy.secret_exceptions)
     if secret:
         return f"{path} is a secret file under the session's policy ({secret!r})"
+    denial = policy.path_denial(path, access)
+    if denial:
+        name, rule = denial
+        return f"{path} is denied by the session's policy rule {name}" + (f" ({rule.message})" if rule.message else "")
     return None
 
 
-def check(live: Live, *paths: str) -> None:
+def check(live: Live, *paths: str, access: Access = "write") -> None:
     for path in dict.fromkeys(paths):
-        why = refusal(live, path)
+        why = refusal(live, path, access)
         if why is not None:
             raise OpError("permission_denied", f"{why}; a tenant's writes may not change it: {INSTEAD}")
 
 
-async def landing(live: Live, path: str, *, follow: bool = True) -> tuple[str, StatResult]:
+async def landing(live: Live, path: str, *, follow: bool = True, access: Access = "write") -> tuple[str, StatResult]:
     """The real path a change to ``path`` reaches, checked against the policy with the name as
     given, and what is there now. ``follow``: a final symbolic link is followed (a write goes to
     its target); else the link itself is what changes (remove, rename)."""
@@ -81,7 +88,7 @@ async def landing(live: Live, path: str, *, follow: bool = True) -> tuple[str, S
         above = await live.agent.stat(head, nearest=True)
         real = posixpath.join(above.realpath if above.exists and above.realpath else normalize(above.nearest or head), name)
         st = await live.agent.stat(given, follow=False)
-    check(live, given, real)
+    check(live, given, real, access=access)
     return real, st
 
 
@@ -119,21 +126,32 @@ async def mkdir(live: Live, path: str, *, parents: bool, exist_ok: bool) -> bool
     return await plain(live.agent.mkdir(real, parents=parents, exist_ok=exist_ok, plain=True))
 
 
+async def _beneath(live: Live, given: str, real: str, st: StatResult) -> list[str]:
+    """The entries beneath a directory, relative to it (none for anything else): a removal or
+    a rename changes each of them too."""
+    if not (st.exists and st.type == "dir"):
+        return []
+    inside = await live.agent.walk(real, include_hidden=True, ignore_files=(), max_entries=MAX_MOVED)
+    if inside.truncated:
+        raise OpError("permission_denied", f"{given} holds more than {MAX_MOVED} entries to decide on: {INSTEAD}")
+    return [entry.path for entry in inside.entries]
+
+
 async def remove(live: Live, path: str, *, recursive: bool, missing_ok: bool) -> bool:
-    real, _ = await landing(live, path, follow=False)
+    real, st = await landing(live, path, follow=False, access="delete")
+    if recursive:
+        check(live, *(posixpath.join(real, rel) for rel in await _beneath(live, path, real, st)), access="delete")
     return await plain(live.agent.remove(real, recursive=recursive, missing_ok=missing_ok, plain=True))
 
 
 async def rename(live: Live, src: str, dst: str, *, overwrite: bool) -> None:
-    """A directory moves with everything beneath it: each entry is decided at its new place
-    too (a directory holding ``hooks/`` renamed to ``.git`` plants them)."""
-    src_real, st = await landing(live, src, follow=False)
+    """A directory moves with everything beneath it: each entry is decided where it leaves and
+    at its new place too (a directory holding ``hooks/`` renamed to ``.git`` plants them)."""
+    src_real, st = await landing(live, src, follow=False, access="delete")
     dst_real, _ = await landing(live, dst, follow=False)
-    if st.exists and st.type == "dir":
-        inside = await live.agent.walk(src_real, include_hidden=True, ignore_files=(), max_entries=MAX_MOVED)
-        if inside.truncated:
-            raise OpError("permission_denied", f"{src} holds more than {MAX_MOVED} entries to decide on: {INSTEAD}")
-        check(live, *(posixpath.join(dst_real, entry.path) for entry in inside.entries))
+    inside = await _beneath(live, src, src_real, st)
+    check(live, *(posixpath.join(src_real, rel) for rel in inside), access="delete")
+    check(live, *(posixpath.join(dst_real, rel) for rel in inside))
     await plain(live.agent.rename(src_real, dst_real, overwrite=overwrite, plain=True))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import posixpath
 import tarfile
 import uuid
@@ -23,6 +24,7 @@ import pytest
 
 from caisson import RemoteRuntime, RemoteSession
 from caisson.errors import CaissonError
+from tests.server.conftest import start_server
 from tests.server.harness import Api, approving
 
 pytestmark = pytest.mark.anyio
@@ -336,3 +338,65 @@ async def test_a_session_env_that_changes_what_runs_is_refused_at_open(sqlite_ap
     allowed = sqlite_api.tenant("start-env-allowed", start_env=["PYTHONPATH"])
     async with RemoteRuntime(sqlite_api.url, allowed.token) as rt, rt.session(env={"PYTHONPATH": "/opt/lib"}) as s:
         assert (await s.exec("echo $PYTHONPATH")).stdout == "/opt/lib\n"
+
+
+async def test_the_policys_path_rules_bind_a_tenants_writes(
+    sandbox_image: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, docker_engine: docker.DockerClient
+) -> None:
+    """A deny rule on paths (naming no tool or command) binds the file routes as it binds tool
+    calls, by every name; one restricted to deletes leaves writes alone, and one naming a tool
+    is about that tool's calls."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"rules": [
+        {"name": "vendored", "effect": "deny", "path": f"{W}/vendor/**", "message": "vendored code is read-only"},
+        {"name": "keep-logs", "effect": "deny", "path": f"{W}/logs/**", "access": ["delete"]},
+        {"name": "tool-only", "effect": "deny", "tool": "write_file", "path": f"{W}/toolonly/**"},
+    ]}))
+    monkeypatch.setenv("CAISSON_POLICY", str(policy))
+    server = start_server(tmp_path / "state", sandbox_image, approval_timeout=60)
+    try:
+        assert server.hosted.admin_token
+        t = Api(server.url, server.hosted.admin_token, "sqlite", server).tenant("path-rules")
+        async with RemoteRuntime(server.url, t.token) as rt, rt.session() as s:
+            as_root(docker_engine, s.id, " && ".join([
+                f"mkdir -p {W}/vendor/lib {W}/logs {W}/toolonly {W}/mine/sub && echo v > {W}/vendor/lib/a.py",
+                f"echo l > {W}/logs/run.log && echo m > {W}/mine/sub/m.py && chown -R agent:agent {W}",
+                f"su agent -c 'ln -s {W}/vendor {W}/to-vendor'",
+            ]))
+            attempts: list[tuple[str, Awaitable[Any]]] = [
+                ("write", s.write_file(f"{W}/vendor/lib/a.py", b"changed")),
+                ("write, new file", s.write_file(f"{W}/vendor/new.py", b"new")),
+                ("write through a link", s.write_file(f"{W}/to-vendor/lib/a.py", b"changed")),
+                ("write, dressed", s.write_file(f"{W}//mine/../vendor/./lib/a.py", b"changed")),
+                ("copy-in", s.copy_in(tar(("lib/a.py", "file", b"changed")), f"{W}/vendor")),
+                ("copy-in through a link", s.copy_in(tar(("a.py", "file", b"changed")), f"{W}/to-vendor/lib")),
+                ("mkdir", s.mkdir(f"{W}/vendor/made")),
+                ("remove", s.remove(f"{W}/vendor/lib/a.py")),
+                ("remove the directory", s.remove(f"{W}/vendor", recursive=True)),
+                ("rename out", s.rename(f"{W}/vendor/lib/a.py", f"{W}/mine/a.py")),
+                ("rename in", s.rename(f"{W}/mine/sub/m.py", f"{W}/vendor/lib/a.py", overwrite=True)),
+                ("rename a directory in", s.rename(f"{W}/mine", f"{W}/vendor/mine")),
+                ("rename the directory away", s.rename(f"{W}/vendor", f"{W}/mine/vendor")),
+                ("remove a log", s.remove(f"{W}/logs/run.log")),
+                ("rename a log away", s.rename(f"{W}/logs/run.log", f"{W}/mine/run.log")),
+                ("remove the logs", s.remove(f"{W}/logs", recursive=True)),
+            ]
+            refused: list[str] = []
+            for what, attempt in attempts:
+                try:
+                    await attempt
+                except CaissonError as exc:
+                    refused.append(what)
+                    assert "denied by the session's policy rule" in str(exc), (what, exc)
+            landed = [what for what, _ in attempts if what not in refused]
+            after = as_root(docker_engine, s.id, f"cat {W}/vendor/lib/a.py {W}/logs/run.log; find {W}/vendor {W}/mine | sort")
+            # Writes the rules leave alone: a new log (deletes only), a path a tool's rule names.
+            await s.write_file(f"{W}/logs/new.log", b"appended\n")
+            await s.write_file(f"{W}/toolonly/x", b"tool rules are about tool calls\n")
+        print(f"the policy's path rules against a tenant's writes: tried {len(attempts)}, landed {len(landed)} {landed}")
+        assert landed == []
+        assert after.split() == [
+            "v", "l", f"{W}/mine", f"{W}/mine/sub", f"{W}/mine/sub/m.py", f"{W}/vendor", f"{W}/vendor/lib", f"{W}/vendor/lib/a.py",
+        ]
+    finally:
+        server.stop()
