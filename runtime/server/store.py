@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from caisson.audit import AuditEvent
 from caisson.server.models import ApprovalInfo, KeyInfo, Quotas, RequestRecord, SessionInfo, SnapshotInfo, TenantInfo
 from caisson.server.paging import key_cursor
+from caisson.server.store_text import fitted, nul_escaped
 
 T = TypeVar("T")
 # A row of a list by name: its creation time and id.
@@ -145,7 +146,7 @@ class Store:
         self.engine: Engine = sa.create_engine(url, pool_pre_ping=True, **_engine_options(url))
         if url.startswith("sqlite"):
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        sa.event.listen(self.engine, "before_cursor_execute", _nul_escaped, retval=True)
+        sa.event.listen(self.engine, "before_cursor_execute", nul_escaped, retval=True)
         meta.create_all(self.engine)
         _add_missing_columns(self.engine)
         database = self.engine.url.database
@@ -429,9 +430,9 @@ class Store:
         def work(c: Connection) -> None:
             rows = [{**e.model_dump(), "time": e.time.timestamp()} for e in events()]
             if rows:
-                c.execute(audit_events.insert(), _fitted(audit_events, rows))
+                c.execute(audit_events.insert(), fitted(audit_events, rows))
             if requests:
-                c.execute(requests_log.insert(), _fitted(requests_log, [r.model_dump() for r in requests]))
+                c.execute(requests_log.insert(), fitted(requests_log, [r.model_dump() for r in requests]))
 
         await self._run(work)
 
@@ -475,38 +476,6 @@ class Store:
             stmt = stmt.where(c.id < after if newest_first else c.id > after)
         rows = await self._run(lambda conn: conn.execute(stmt).mappings().all())
         return [(str(r["id"]), RequestRecord.model_validate({k: v for k, v in r.items() if k != "id"})) for r in rows]
-
-
-def _fitted(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` as the store takes them: a text longer than its column (an unknown tool's name,
-    a path; measured with its NUL bytes escaped, see ``_nul_escaped``) would fail the whole batch,
-    and a batch is retried until it is written: one caller's odd text would hold every call's answer."""
-    limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
-    for row in rows:
-        for name, value in row.items():
-            if isinstance(value, str):
-                limit = limits.get(name)
-                row[name] = _escaped(value)[:limit] if limit else value
-    return rows
-
-
-def _escaped(value: Any) -> Any:
-    return value.replace("\x00", "\\x00") if isinstance(value, str) and "\x00" in value else value
-
-
-def _nul_escaped(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> tuple[str, Any]:
-    """Every text sent to the store with its NUL bytes written as ``\\x00``: PostgreSQL's text
-    refuses NUL, and a refused look-up (an id in a URL) would read as the store not answering.
-    Writes and look-ups escape alike, so what was written is found by the same text."""
-
-    def one(params: Any) -> Any:
-        if isinstance(params, dict):
-            return {k: _escaped(v) for k, v in params.items()}
-        if isinstance(params, (list, tuple)):
-            return type(params)(_escaped(v) for v in params)
-        return params
-
-    return statement, [one(p) for p in parameters] if executemany else one(parameters)
 
 
 def _keyset(stmt: Any, table: sa.Table, after: Key | None, newest_first: bool, limit: int) -> Any:
