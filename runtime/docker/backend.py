@@ -143,21 +143,22 @@ class DockerBackend:
     async def prune_images(self) -> list[str]:
         return await anyio.to_thread.run_sync(images.prune_images, self.client)
 
-    async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
+    def _admitted(self, session_id: str, owner: str, config: SessionConfig, listen: bool) -> containers.CreatedContainer:
+        """A new container for a session, a cold one or the warm pool's: a gVisor one only
+        while the host's threads hold it (``host_threads``)."""
         make = functools.partial(
             containers.create_container,
             self.client, session_id, owner, config, listen=listen, soft_disk=self._soft_disk_watch,
         )
+        budget = self._host_budget
+        if not config.gvisor or budget is None:
+            return make()
+        with self._admitting:
+            host_threads.admit(self.client, config, budget)
+            return make()
 
-        def admitted() -> containers.CreatedContainer:
-            budget = self._host_budget
-            if not config.gvisor or budget is None:
-                return make()
-            with self._admitting:
-                host_threads.admit(self.client, config, budget)
-                return make()
-
-        made = await anyio.to_thread.run_sync(admitted)
+    async def create(self, session_id: str, owner: str, config: SessionConfig, *, listen: bool) -> Sandbox:
+        made = await anyio.to_thread.run_sync(self._admitted, session_id, owner, config, listen)
         if made.image.startswith(containers.SNAPSHOT_REPO + ":"):
             try:
                 await anyio.to_thread.run_sync(self._sparse_files_in, made.id, made.image)
@@ -352,7 +353,8 @@ class DockerBackend:
 
     def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
         self._pool = WarmPool(
-            self.client, owner, config, size, address=self.address, listen=listen, soft_disk=self._soft_disk_watch
+            self.client, config, size, address=self.address, listen=listen,
+            create=lambda session_id: self._admitted(session_id, owner, config, listen),
         )
         self._pool.start()
 

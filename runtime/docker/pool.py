@@ -20,6 +20,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
@@ -54,22 +55,21 @@ class WarmPool:
     def __init__(
         self,
         client: docker.DockerClient,
-        owner: str,
         config: SessionConfig,
         size: int,
         *,
+        create: Callable[[str], containers.CreatedContainer],
         address: str,
         listen: bool = False,
-        soft_disk: bool = False,
     ) -> None:
-        """``address``: the engine's, for the attach streams the pool keeps."""
+        """``create``: makes a container of ``config`` for a session id, as a cold open does
+        (with the same admission); ``address``: the engine's, for the attach streams the pool keeps."""
         self.config = config
+        self._create = create
         self._address = address
         self._listen = listen
-        self._soft_disk = soft_disk
         self.size = size
         self._client = client
-        self._owner = owner
         self._shape = shape(config)
         self._ready: deque[tuple[containers.CreatedContainer, Detached | None]] = deque()
         self._filling = 0
@@ -150,9 +150,7 @@ class WarmPool:
         created = None
         stream = None
         try:
-            created = containers.create_container(
-                self._client, new_session_id(), self._owner, self.config, listen=self._listen, soft_disk=self._soft_disk
-            )
+            created = self._create(new_session_id())
             containers.start_container(self._client, created.id)
             if self._listen:
                 created = dataclasses.replace(created, pid=containers.reachable_pid(self._client, created.id))

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from caisson import Runtime, RuntimeConfig
+from caisson.config import PoolConfig, SessionConfig
 from caisson.docker import host_threads
+from caisson.docker.containers import LABEL_OWNER
 from caisson.errors import HostLimit
 
 pytestmark = pytest.mark.anyio
@@ -43,3 +46,26 @@ async def test_gvisor_sessions_past_the_hosts_thread_budget_are_refused(rt: Runt
         assert (await held_open.exec("echo held")).stdout == "held\n"
     print(f"host thread budget {int(most * share)} of {most}: tried {tried}, landed {landed} (sessions opened past it)")
     assert landed == 0
+
+
+async def test_a_warm_pool_refills_only_within_the_hosts_thread_budget(rt: Runtime, tmp_path: Path) -> None:
+    """The pool's containers are admitted as cold opens are: with room for one more small
+    gVisor session beside the engine's others, a pool of two holds one and stays at one."""
+    client = rt.backend.client  # type: ignore[attr-defined]
+    most = host_threads.host_budget(1.0)
+    assert most is not None
+    _, threads = host_threads.held(client)
+    share = (threads + 8 * SMALL + 100) / most
+    config = RuntimeConfig(
+        state_dir=str(tmp_path), gc_on_start=False, gvisor_host_threads_share=share,
+        pool=PoolConfig(size=2, session=SessionConfig(gvisor=True, limits={"pids": SMALL})),
+    )
+    async with Runtime(config) as small:
+        mine = {"label": f"{LABEL_OWNER}={small.config.owner}"}
+        with anyio.fail_after(180):
+            while not client.api.containers(filters=mine):
+                await anyio.sleep(0.5)
+        await anyio.sleep(5)  # refills it was refused back off and try again meanwhile
+        pooled = len(client.api.containers(all=True, filters=mine))
+    print(f"a pool of 2 with room for 1 gVisor session: {pooled} pooled")
+    assert pooled == 1
