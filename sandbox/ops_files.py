@@ -449,16 +449,20 @@ def _rmtree_at(dirfd: int, name: str) -> None:
 
 
 def _entry(res: Resolver, path: str, plain: bool) -> Tuple[int, str]:
-    """The directory holding ``path``'s last component (open) and its name (a link's own).
-    ``plain``: refused (NotPlain) where a symbolic link leads to that directory."""
+    """The directory holding ``path``'s last component (open) and its name (a link's own)."""
+    return plain_parent(path, plain, lambda: res.parent(path, follow=False))
+
+
+def plain_parent(path: str, plain: bool, open_parent: Callable[[], Tuple[int, str]]) -> Tuple[int, str]:
+    """``open_parent()``: the directory holding ``path``'s last component (open) and its name.
+    ``plain``: refused (NotPlain) where a symbolic link led to that directory: the kernel's
+    name of the directory opened is the path asked for only if no link was followed."""
     try:
-        dirfd, name = res.parent(path, follow=False)
+        dirfd, name = open_parent()
     except Outside:
         if plain:  # only a link leads out of roots the path lies beneath
             raise NotPlain(path, "is reached through a symbolic link") from None
         raise
-    # The kernel's name of the directory opened is the path asked for only if no symbolic
-    # link was followed on the way.
     if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
         os.close(dirfd)
         raise NotPlain(path, "is reached through a symbolic link")

@@ -27,8 +27,8 @@ from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import abspath, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
-from .ops_files import make_dir
-from .pathres import Outside, Resolver, fd_path
+from .ops_files import make_dir, plain_parent
+from .pathres import Resolver, fd_path
 from .syscalls import RENAME_EXCHANGE, renameat2
 
 # Staging files of uploads that saw no chunk for this long are deleted.
@@ -67,9 +67,10 @@ def _resolve_target(
     res: Resolver, path: str, parents: bool, dir_owner: Optional[Tuple[int, int]], plain: bool
 ) -> Tuple[int, str]:
     """The target's directory (open) and name; missing parents created when allowed."""
-    try:
+
+    def opened() -> Tuple[int, str]:
         try:
-            dirfd, name = res.parent(path, follow=not plain)
+            return res.parent(path, follow=not plain)
         except FileNotFoundError:
             head = os.path.dirname(path.rstrip("/"))
             if plain:
@@ -78,17 +79,9 @@ def _resolve_target(
             if not parents:
                 raise DaemonError("not_found", "parent directory does not exist: %s" % head) from None
             make_dir(res, head, 0o755, dir_owner, parents=True)
-            dirfd, name = res.parent(path, follow=True)
-    except Outside:
-        if plain:  # only a link leads out of roots the path lies beneath
-            raise NotPlain(path, "is reached through a symbolic link") from None
-        raise
-    # The kernel's name of the directory opened equals the path asked for only if no
-    # symbolic link was followed on the way.
-    if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
-        os.close(dirfd)
-        raise NotPlain(path, "is reached through a symbolic link")
-    return dirfd, name
+            return res.parent(path, follow=True)
+
+    return plain_parent(path, plain, opened)
 
 
 class _Staging:
