@@ -11,9 +11,8 @@ import sqlalchemy as sa
 
 
 def fitted(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` as the store takes them: a text longer than its column (an unknown tool's name,
-    a path; measured with its NUL bytes escaped, see ``nul_escaped``) would fail the whole batch,
-    and a batch is retried until it is written: one caller's odd text would hold every call's answer."""
+    """``rows`` with each text cut to its column (an unknown tool's name, a path), measured
+    with its NUL bytes escaped as ``nul_escaped`` will send it."""
     limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
     for row in rows:
         for name, value in row.items():
