@@ -8,7 +8,6 @@ backend's: they live from ``open`` to ``aclose``.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -40,8 +39,6 @@ class DockerBackend:
         self._soft_disk_watch = soft_disk_watch
         self._host_threads_share = host_threads_share
         self._host_budget: int | None = None
-        # A gVisor session's budget check and its container, one at a time: it counts once made.
-        self._admitting = threading.Lock()
         self._client: docker.DockerClient | None = None
         self._leases: LeaseKeeper | None = None
         self._disk: DiskWatch | None = None
@@ -153,7 +150,7 @@ class DockerBackend:
         budget = self._host_budget
         if not config.gvisor or budget is None:
             return make()
-        with self._admitting:
+        with host_threads.admitting():  # it counts once made
             host_threads.admit(self.client, config, budget)
             return make()
 

@@ -6,10 +6,19 @@ A gVisor session may hold ``GVISOR_HOST_PIDS`` × ``limits.pids`` host threads (
 on it, unable to start a process. So a new gVisor session is refused while the limits of the
 engine's live gVisor sessions (read from their labels) and its own would pass a share of
 those. A remote engine's kernel cannot be read from here: there nothing is refused.
+
+Every controller on the host (each library ``Runtime``, each ``caisson serve`` replica) checks
+and creates under one lock file of the host's, so two opening at once cannot both fit in the
+room left for one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -26,6 +35,30 @@ def host_budget(share: float) -> int | None:
     except (OSError, ValueError):
         return None
     return int(most * share)
+
+
+# Beside the host's other lock files (shared by every user and state directory); /tmp where
+# that is not writable.
+_LOCK_NAME = "caisson-host-threads.lock"
+
+
+def _lock_path() -> Path:
+    run_lock = Path("/run/lock")
+    return (run_lock if os.access(run_lock, os.W_OK) else Path(tempfile.gettempdir())) / _LOCK_NAME
+
+
+@contextlib.contextmanager
+def admitting() -> Iterator[None]:
+    """Held while a gVisor session's room is checked and its container made: one at a time on
+    this host, whichever controller (process) opens it; a new open file each time, so the
+    threads of one controller wait for each other too."""
+    # Read-only: flock needs no write access, so controllers of other users share the file.
+    fd = os.open(_lock_path(), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released with the descriptor
+        yield
+    finally:
+        os.close(fd)
 
 
 def held(client: docker.DockerClient) -> tuple[int, int]:

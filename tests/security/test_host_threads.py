@@ -5,10 +5,12 @@ with a small share rather than many sessions; runc sessions do not count against
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 
 from caisson import Runtime, RuntimeConfig
 from caisson.config import PoolConfig, SessionConfig
@@ -69,3 +71,81 @@ async def test_a_warm_pool_refills_only_within_the_hosts_thread_budget(rt: Runti
         pooled = len(client.api.containers(all=True, filters=mine))
     print(f"a pool of 2 with room for 1 gVisor session: {pooled} pooled")
     assert pooled == 1
+
+
+# A controller of its own: opens `tries` small gVisor sessions at once when told "go", prints
+# how many opened, and holds them until its standard input closes.
+_CONTROLLER = """
+import sys, anyio
+from caisson import Runtime, RuntimeConfig
+from caisson.errors import HostLimit
+
+async def main(share, tries, pids, state):
+    counted, release = anyio.Event(), anyio.Event()
+    opened, refused = [], []
+    async with Runtime(RuntimeConfig(state_dir=state, gc_on_start=False, gvisor_host_threads_share=share)) as rt:
+        async def one():
+            try:
+                async with rt.session(gvisor=True, limits={"pids": pids}):
+                    opened.append(1)
+                    if len(opened) + len(refused) == tries:
+                        counted.set()
+                    await release.wait()
+            except HostLimit:
+                refused.append(1)
+                if len(opened) + len(refused) == tries:
+                    counted.set()
+        print("ready", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+        async with anyio.create_task_group() as tg:
+            for _ in range(tries):
+                tg.start_soon(one)
+            await counted.wait()
+            print(len(opened), flush=True)
+            await anyio.to_thread.run_sync(sys.stdin.read)
+            release.set()
+
+anyio.run(main, float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+"""
+
+
+async def test_controllers_opening_at_once_share_the_budget(rt: Runtime, tmp_path: Path) -> None:
+    """Two controllers (processes) on one host, each opening two gVisor sessions at the same
+    moment with room for one beside the engine's others: one opens, not one per controller."""
+    client = rt.backend.client  # type: ignore[attr-defined]
+    most = host_threads.host_budget(1.0)
+    assert most is not None
+    _, threads = host_threads.held(client)
+    share = (threads + 8 * SMALL + 100) / most
+    tries = 2
+    procs = [
+        await anyio.open_process(
+            [sys.executable, "-c", _CONTROLLER, str(share), str(tries), str(SMALL), str(tmp_path / f"c{i}")],
+        )
+        for i in range(2)
+    ]
+    try:
+        outs = [TextReceiveStream(p.stdout) for p in procs if p.stdout is not None]
+        with anyio.fail_after(120):
+            for out in outs:
+                assert (await _line(out)) == "ready"
+            for p in procs:
+                assert p.stdin is not None
+                await p.stdin.send(b"go\n")
+            opened = [int(await _line(out)) for out in outs]
+    finally:
+        for p in procs:
+            if p.stdin is not None:
+                await p.stdin.aclose()
+        with anyio.fail_after(120):
+            for p in procs:
+                await p.wait()
+    print(f"2 controllers x {tries} gVisor sessions at once, room for 1: tried {2 * tries}, opened {sum(opened)} {opened}")
+    assert sum(opened) == 1, opened
+
+
+async def _line(stream: TextReceiveStream) -> str:
+    text = ""
+    while "\n" not in text:
+        text += await stream.receive()
+    return text.strip()
