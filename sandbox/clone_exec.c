@@ -113,7 +113,12 @@ static void clone_main(int devnull, rlim_t processes) {
     struct iovec iov = {first, sizeof first};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
                          .msg_controllen = sizeof control.buf};
-    ssize_t got = recvmsg(SOCK, &msg, MSG_CMSG_CLOEXEC);
+    /* gVisor interrupts a blocked call when its container is paused (docker pause, a
+     * snapshot's commit), and the call is not restarted: EINTR is no reason to give up. */
+    ssize_t got;
+    do
+        got = recvmsg(SOCK, &msg, MSG_CMSG_CLOEXEC);
+    while (got < 0 && errno == EINTR);
     if (got <= 0)
         _exit(0); /* the daemon is gone, or made this clone for nothing */
 
@@ -131,6 +136,8 @@ static void clone_main(int devnull, rlim_t processes) {
     /* The whole request: a 4-byte length, then the payload (one request per clone). */
     while (got < 4) {
         ssize_t more = read(SOCK, first + got, sizeof first - (size_t)got);
+        if (more < 0 && errno == EINTR)
+            continue;
         if (more <= 0)
             _exit(0);
         got += more;
@@ -145,6 +152,8 @@ static void clone_main(int devnull, rlim_t processes) {
     memcpy(data, first, have);
     while (have < (size_t)size + 4) {
         ssize_t more = read(SOCK, data + have, (size_t)size + 4 - have);
+        if (more < 0 && errno == EINTR)
+            continue;
         if (more <= 0)
             _exit(0);
         have += (size_t)more;

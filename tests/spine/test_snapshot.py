@@ -8,6 +8,7 @@ import pytest
 
 from caisson import Runtime
 from caisson.config import RuntimeConfig
+from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
 
@@ -47,6 +48,34 @@ async def test_session_snapshot_restores_files_in_a_new_session(rt: Runtime) -> 
             assert await forks[0].read_file("/workspace/kept.txt") == b"kept\n"
         finally:
             await forks[0].close()
+
+
+@pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
+async def test_a_session_goes_on_after_its_snapshots(rt: Runtime, gvisor: bool) -> None:
+    """The container is paused for each commit: every command after it runs (under gVisor a
+    pause interrupted the clones made ahead, and the next command failed "Broken pipe"), a
+    background task keeps its output across them, and the snapshot holds the files."""
+    async with rt.session(gvisor=gvisor) as s:
+        task = await s.spawn("for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done")
+        await s.write_file("/workspace/kept.txt", "kept\n")
+        failed, refs = [], []
+        for i in range(3):
+            refs.append(await s.snapshot())
+            for j in range(3):
+                try:
+                    res = await s.exec(f"echo {i}-{j}")
+                except OpError as exc:
+                    failed.append((i, j, str(exc)))
+                    continue
+                if res.stdout != f"{i}-{j}\n":
+                    failed.append((i, j, res.stdout, res.stderr))
+        await s.task_wait(task.task_id, timeout=60)
+        out = await s.task_read(task.task_id)
+    print(f"{'gVisor' if gvisor else 'runc'}: 3 snapshots, 9 commands after them: {len(failed)} failed {failed}")
+    assert failed == []
+    assert out.exit_code == 0 and out.stdout.split() == ["1", "2", "3", "4", "5", "6"], out
+    async with rt.session(from_snapshot=refs[-1], gvisor=gvisor) as restored:
+        assert await restored.read_file("/workspace/kept.txt") == b"kept\n"
 
 
 async def test_diff_reports_added_modified_and_deleted_files(rt: Runtime) -> None:
