@@ -247,13 +247,11 @@ class DockerBackend:
         return await anyio.to_thread.run_sync(self._snapshot, container_id, session_id, owner, ttl)
 
     def _snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
-        """A commit; on a local btrfs engine (runc: gVisor keeps its writes off the layer) the
+        """A commit; on a local btrfs engine (runc and gVisor) the
         sparse files are kept apart while it runs (docker/sparse.py), the container paused
         throughout, under a marker that lets whoever comes next undo it should this controller die."""
         client = self.client
-        with containers.engine_errors("taking a snapshot"):
-            runtime = (client.api.inspect_container(container_id).get("HostConfig") or {}).get("Runtime")
-        root = sparse.engine_root(client) if runtime != "runsc" else None
+        root = sparse.engine_root(client)
         top = sparse.layer(root, container_id) if root is not None else None
         if root is None or top is None:
             return containers.snapshot(client, container_id, session_id, owner, ttl)
