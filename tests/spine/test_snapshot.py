@@ -54,10 +54,12 @@ async def test_session_snapshot_restores_files_in_a_new_session(rt: Runtime) -> 
 async def test_a_session_goes_on_after_its_snapshots(rt: Runtime, gvisor: bool) -> None:
     """The container is paused for each commit: every command after it runs (under gVisor a
     pause interrupted the clones made ahead, and the next command failed "Broken pipe"), a
-    background task keeps its output across them, and the snapshot holds the files."""
+    background task keeps its output across them, and the snapshot holds the files, those in
+    /tmp too (gVisor's own tmpfs over an empty /tmp held them in memory, out of the layer)."""
     async with rt.session(gvisor=gvisor) as s:
         task = await s.spawn("for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done")
         await s.write_file("/workspace/kept.txt", "kept\n")
+        await s.write_file("/tmp/kept.txt", "in tmp\n")
         failed, refs = [], []
         for i in range(3):
             refs.append(await s.snapshot())
@@ -76,6 +78,7 @@ async def test_a_session_goes_on_after_its_snapshots(rt: Runtime, gvisor: bool) 
     assert out.exit_code == 0 and out.stdout.split() == ["1", "2", "3", "4", "5", "6"], out
     async with rt.session(from_snapshot=refs[-1], gvisor=gvisor) as restored:
         assert await restored.read_file("/workspace/kept.txt") == b"kept\n"
+        assert await restored.read_file("/tmp/kept.txt") == b"in tmp\n"
 
 
 async def test_diff_reports_added_modified_and_deleted_files(rt: Runtime) -> None:
