@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from caisson import Runtime
-from caisson._sandbox.statx_compat import PRELOAD
+from caisson._sandbox.statx_compat import IN_MEMORY, PRELOAD
 from caisson.docker.images import DAEMON_PARENT
 from caisson.docker.native import STATX_COMPAT
 from caisson.policy import Policy
@@ -31,31 +31,33 @@ async def test_ls_and_stat_of_a_path_work_on_gvisor(rt: Runtime) -> None:
 
 
 async def test_the_agent_cannot_change_what_every_program_preloads(rt: Runtime) -> None:
-    attacks = [
-        f"echo /tmp/evil.so >> {PRELOAD}",
-        f"cp /bin/true {LIBRARY}",
-        f"mv {LIBRARY} /tmp/x",
-        f"rm -f {PRELOAD}",
-        f"ln -sf /tmp/evil.so {LIBRARY}",
-        f"chmod 666 {PRELOAD}",
-        f"python3 -c \"open('{PRELOAD}', 'w').write('/tmp/evil.so')\"",
-        f"truncate -s 0 {LIBRARY}",
-    ]
+    attacks = [f"echo /tmp/evil.so >> {PRELOAD}", f"rm -f {PRELOAD}", f"chmod 666 {PRELOAD}",
+               f"python3 -c \"open('{PRELOAD}', 'w').write('/tmp/evil.so')\""]
+    for library in (LIBRARY, IN_MEMORY):  # the image's copy, and the one the list names
+        attacks += [f"cp /bin/true {library}", f"mv {library} /tmp/x", f"ln -sf /tmp/evil.so {library}",
+                    f"truncate -s 0 {library}", f"chmod 666 {library}"]
+    attacks += [f"ln -s /tmp/evil.so {IN_MEMORY}.new", f"echo x > {IN_MEMORY}.new"]
+    files = f"{PRELOAD} {LIBRARY} {IN_MEMORY}"
     async with rt.session(gvisor=True, policy=APPROVE) as s:
-        before = await s.exec(f"sha256sum {PRELOAD} {LIBRARY}", user="root")
+        before = await s.exec(f"sha256sum {files}; cat {PRELOAD}; ls /dev | grep statx", user="root")
         assert before.exit_code == 0, before.stderr
+        assert f"\n{IN_MEMORY}\n" in before.stdout, before.stdout  # the list names the copy in memory
         landed = 0
         for attack in attacks:
             await s.call("bash", {"command": attack})
-            after = await s.exec(f"sha256sum {PRELOAD} {LIBRARY}", user="root")
+            after = await s.exec(f"sha256sum {files}; cat {PRELOAD}; ls /dev | grep statx", user="root")
             if after.stdout != before.stdout:
                 landed += 1
-                await s.exec(f"printf '%s\\n' {LIBRARY} > {PRELOAD}", user="root")
+                await s.exec(f"printf '%s\\n' {IN_MEMORY} > {PRELOAD}; cp {LIBRARY} {IN_MEMORY}", user="root")
         print(f"preload attacks as the agent at dangerous: tried {len(attacks)}, landed {landed}")
         assert landed == 0
 
 
 async def test_runc_preloads_nothing(rt: Runtime) -> None:
-    async with rt.session() as s:
-        r = await s.exec(f"test -e {PRELOAD} && cat {PRELOAD}; ls /workspace >/dev/null && echo ok")
-        assert r.stdout == "ok\n", r.stdout
+    """Not even in a session made from a gVisor session's snapshot, which carries the list."""
+    async with rt.session(gvisor=True) as g:
+        ref = await g.snapshot()
+    for made in ({}, {"from_snapshot": ref}):
+        async with rt.session(**made) as s:
+            r = await s.exec(f"test -e {PRELOAD} && cat {PRELOAD}; ls /workspace >/dev/null && echo ok")
+            assert (r.stdout, r.stderr) == ("ok\n", ""), (made, r)
