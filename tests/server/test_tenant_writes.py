@@ -455,8 +455,10 @@ async def test_a_host_folder_with_hard_links_is_copied_in_as_copies(copying: Rem
     assert await copying.read_file(names[0]) == first.read_bytes()  # a copy: the other names keep theirs
 
 
-# Swaps the directory `late` for a link to a repository's hooks once a copy-in has started
-# (its first new file is there), and puts it back when the test says the round is over.
+# Once a copy-in has started (its first new file is there), swaps a directory for a link to a
+# repository's hooks: the directory of a late member, or in a round marked steer-N the copy-in's
+# own new directory, so that its clean-up would remove the hooks of the same names. Puts
+# `late` back when the test says the round is over.
 SWAPPER = f"""
 import os, time
 os.chdir("{W}/undo")
@@ -464,12 +466,14 @@ i = 0
 while True:
     while not os.path.exists("new-%d/f00" % i):
         time.sleep(0.0005)
-    os.rename("late", "late-real")
-    os.symlink("{W}/undo/repo/.git/hooks", "late")
+    moved = "new-%d" % i if os.path.exists("steer-%d" % i) else "late"
+    os.rename(moved, moved + "-real")
+    os.symlink("{W}/undo/repo/.git/hooks", moved)
     while not os.path.exists("over-%d" % i):
         time.sleep(0.002)
-    os.unlink("late")
-    os.rename("late-real", "late")
+    if moved == "late":
+        os.unlink("late")
+        os.rename("late-real", "late")
     i += 1
 """
 
@@ -489,7 +493,10 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
         f"echo secret > {u}/secret && ln {u}/secret {u}/second && chown -R agent:agent {u}",
         f"su agent -c 'ln -s {u}/repo/.git/hooks {u}/to-hooks'",
     ]))
-    hooks_before = as_root(docker_engine, s.id, f"ls -A {u}/repo/.git/hooks")
+    # Hooks of the names the archive's new directory holds: what a steered clean-up would remove.
+    as_root(docker_engine, s.id, f"su agent -c 'cd {u}/repo/.git/hooks && touch f0{{0..9}} f1{{0..9}} f2{{0..9}} alias same"
+            " && mkdir -p sub/deeper && touch sub/deeper/g'")
+    hooks_before = as_root(docker_engine, s.id, f"find {u}/repo/.git/hooks | sort")
 
     def archive(tag: str, *late: tuple[str, str, bytes | str]) -> bytes:
         early: list[tuple[str, str, bytes | str]] = [(f"new-{tag}", "dir", ""), (f"new-{tag}/sub/deeper", "dir", "")]
@@ -514,35 +521,41 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
             wrote.append(what)
     print(f"archives refused up front: tried {len(static)}, wrote something {len(wrote)} {wrote}")
 
-    # Stopped partway by the agent: even rounds at a file member replacing late/x, odd ones at a
-    # new link member in late/.
+    # Stopped partway by the agent: at a file member replacing late/x, at a new link member in
+    # late/, or at its own new directory swapped for a link (its clean-up steered at the hooks).
     [container] = docker_engine.containers.list(filters={"label": f"caisson.session={s.id}"})
     container.exec_run(["python3", "-c", SWAPPER], user="agent", detach=True)
-    rounds, stopped, completed = 8, 0, 0
+    kinds = ("late file", "late link", "steered")
+    rounds = 9
+    stopped = dict.fromkeys(kinds, 0)
+    said: dict[str, list[str]] = {kind: [] for kind in kinds}
     left: list[str] = []
-    said: list[str] = []
     try:
         for i in range(rounds):
-            late = ("late/x", "file", payload(i)) if i % 2 == 0 else (f"late/lnk-{i}", "symlink", "x")
+            kind = kinds[i % 3]
+            if kind == "steered":
+                await s.write_file(f"{u}/steer-{i}", b"")
+            late = (f"late/lnk-{i}", "symlink", "x") if kind == "late link" else ("late/x", "file", payload(i))
             try:
                 await s.copy_in(archive(str(i), late), u)
-                completed += 1
             except CaissonError as exc:
-                stopped += 1
-                said.append(str(exc))
-                left += [e.name for e in await s.list_dir(u) if e.name == f"new-{i}"]
+                stopped[kind] += 1
+                said[kind].append(str(exc))
+                if kind != "steered":  # there the agent moved the directory away itself
+                    left += [e.name for e in await s.list_dir(u) if e.name == f"new-{i}"]
             await s.write_file(f"{u}/over-{i}", b"")
             while (await s.stat(f"{u}/late", follow=False)).type != "dir":
                 await anyio.sleep(0.01)
     finally:
         as_root(docker_engine, s.id, "pkill -u agent -f 'late-real' || true")
-    hooks_after = as_root(docker_engine, s.id, f"ls -A {u}/repo/.git/hooks")
-    through = sorted(set(hooks_after.split()) - set(hooks_before.split()))
-    print(f"copy-ins stopped partway by a link swapped in: tried {rounds}, stopped {stopped}, completed {completed}; "
-          f"left behind {len(left)} {left}; written through the link {through}")
-    print(f"what the tenant is told (a file, a link stopped): {said[:2]}")
+    hooks_after = as_root(docker_engine, s.id, f"find {u}/repo/.git/hooks | sort")
+    changed = sorted(set(hooks_after.split()) ^ set(hooks_before.split()))
+    print(f"copy-ins stopped partway by a link swapped in: tried {rounds}, stopped {stopped}; left behind {len(left)} "
+          f"{left}; hooks written or removed through the link {len(changed)} {changed}")
+    print(f"what the tenant is told: {[found[0] for found in said.values() if found]}")
     assert wrote == []
-    assert stopped > 0  # the race was really run
-    assert left == [] and through == []
-    assert all("nothing of the archive was kept" in m and f"{u}/existing.txt" in m for m in said), said
-
+    assert all(stopped.values())  # each race was really run
+    assert left == [] and changed == []
+    stops = said["late file"] + said["late link"]
+    assert all("nothing of the archive was kept" in m and f"{u}/existing.txt" in m for m in stops), stops
+    assert all("could not be removed again" in m and "symbolic link" in m for m in said["steered"]), said["steered"]
