@@ -4,7 +4,8 @@ its name by the session's policy (``writes.check``, as a file write), and what t
 there now (a symbolic link on the way, a directory where a file goes, a file with other names
 refuse the archive at once). Then directories are made, new files written, existing files
 replaced and symbolic links made, each change plain. What stops it after that (a link the
-agent swapped in meanwhile, a full disk) removes again what it had made anew.
+agent swapped in meanwhile, a file the agent may not write, a full disk) removes again what it
+had made anew.
 
 A hard-link member is taken as another name of a regular file earlier in the same archive (as
 tar writes a file's second name) and lands as a copy of it: a link in the session to a file
@@ -53,9 +54,10 @@ def _refused(why: str) -> OpError:
     return OpError("hostile_archive", f"refused the archive, nothing was written: {why}")
 
 
-def _hard_link(info: tarfile.TarInfo, dest: str, found: dict[str, _Member], files: dict[str, _Member]) -> _Member:
+def _hard_link(
+    info: tarfile.TarInfo, parts: tuple[str, ...], dest: str, found: dict[str, _Member], files: dict[str, _Member]
+) -> _Member:
     """A hard-link member as a copy of the regular file, earlier in the archive, that it names."""
-    parts = extract.member_parts(info.name)
     try:
         named = posixpath.join(dest, *extract.member_parts(info.linkname))
     except OpError:
@@ -102,7 +104,7 @@ def _members(spool: IO[bytes], dest: str) -> list[_Member]:
                 elif info.issym():
                     member = _Member(info.name, parts, path, "symlink", target=info.linkname)
                 elif info.islnk():
-                    member = _hard_link(info, dest, found, files)
+                    member = _hard_link(info, parts, dest, found, files)
                 else:
                     raise _refused(f"member {info.name[:200]!r} is a device, FIFO or other special file; a tenant's "
                                    "copy-in takes directories, regular files and links")
@@ -174,7 +176,8 @@ def _obstacle(path: str, kind: Kind, st: StatResult) -> OpError | None:
         return OpError("is_a_directory", f"refused the archive, nothing was written: {path} is a directory in the "
                        "session, where the archive has a file or link; remove it first, or copy elsewhere")
     if kind == "file" and st.type != "file":
-        return OpError("permission_denied", f"refused the archive, nothing was written: {path} is a special file in the session")
+        return OpError("permission_denied", f"refused the archive, nothing was written: {path} is a special file in the session; "
+                       "remove it first, or copy elsewhere")
     if kind == "file" and st.nlink > 1:
         return OpError("permission_denied", f"refused the archive, nothing was written: {path} has other names in the "
                        f"session (hard links), which a write would change too; {INSTEAD}")
@@ -226,8 +229,8 @@ class _Progress:
             said += (f"nothing of the archive was kept (the {len(self.made)} files, directories and links it had made "
                      "are removed again)")
         if self.replaced:
-            said += (f"; except these existing files it had already overwritten, whose old content is gone: "
-                     f"{_named(self.replaced)}")
+            said += (f"; {'and' if kept else 'except'} these existing files it had already overwritten, whose old "
+                     f"content is gone: {_named(self.replaced)}")
         return said
 
 
