@@ -134,6 +134,12 @@ def attacks(s: RemoteSession) -> list[tuple[str, Callable[[int], Awaitable[Any]]
         add(f"copy_in a hard link member as {target}", lambda i, t=target: s.copy_in(
             tar(("proj/a", "file", payload(i)), (posixpath.relpath(t, H) if t.startswith(H) else t.lstrip("/"), "hardlink", "proj/a")),
             H if t.startswith(H) else "/"))
+        # The same into a destination a tenant may write (the home's through the agent's link to
+        # it): only the hard-link member's own name is refused.
+        into, named = (W, f"to-home/{posixpath.relpath(target, H)}") if target.startswith(H) else (
+            (W, posixpath.relpath(target, W)) if target.startswith(W) else (head, name))
+        add(f"copy_in a hard link member named {named} into {into}", lambda i, d=into, n=named: s.copy_in(
+            tar((f"hl-{i}", "file", payload(i)), (n, "hardlink", f"hl-{i}")), d))
         add(f"remove {target}", lambda i, t=target: s.remove(t, recursive=True))
 
     # A hard link is taken only to a regular file earlier in the archive (made a copy): one to a
@@ -228,7 +234,7 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
             names = [e.name for e in await s.list_dir(W)]
             leaked = [name for name in names if name.startswith("leak-")]
             # The other members of the archives with hard links refused: refused whole, none may stay.
-            kept = [name for name in names if name.startswith(("hs-", "hf-", "hg-"))]
+            kept = [name for name in names if name.startswith(("hs-", "hf-", "hg-", "hl-"))]
         changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))
         ran = [out for out in outputs if "PLANTED-" in out or TOKEN in out]
         landed = len({line.rsplit("  ", 1)[-1] for line in changed}) + len(ran) + len(leaked) + len(kept)
