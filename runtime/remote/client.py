@@ -405,7 +405,8 @@ class RemoteSession:
 
     async def copy_in(self, source: CopySource, dest: str) -> None:
         """A host file or directory (or tar bytes, a binary file object of a tar, or a tar
-        stream) into ``dest``, as the agent's files."""
+        stream) into ``dest``, as the agent's files, all or nothing. A host file's other names
+        (hard links) land as copies of it."""
         if isinstance(source, (str, os.PathLike)):
             source = await anyio.to_thread.run_sync(_tar_of_path, Path(source))
         elif not isinstance(source, (bytes, AsyncIterable)):

@@ -16,6 +16,7 @@ from caisson.client.models import TaskInfo
 from caisson.client.primitives import CHUNK, SandboxClient
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, OpError, SessionError
 from caisson.logs import get_logger
+from caisson.server import copy_in as copies
 from caisson.server import reads, writes
 from caisson.server.deps import Ctx, LiveSession
 from caisson.server.models import (
@@ -88,9 +89,11 @@ async def write_file(
 
 @router.post("/sessions/{session_id}/copy-in", status_code=status.HTTP_204_NO_CONTENT, openapi_extra=RAW_BODY)
 async def copy_in(live: LiveSession, request: Request, dest: Path) -> None:
-    """A tar stream extracted into ``dest`` as the agent's files: directories, regular files and
-    symbolic links, each decided as a file write is (one refused: 403, nothing written)."""
-    await writes.copy_in(live, request.stream(), dest)
+    """A tar stream extracted into ``dest`` as the agent's files: directories, regular files,
+    symbolic links and hard links to the archive's own files (made copies), each decided as a
+    file write is (one refused: 403, nothing written). All or nothing: one stopped partway
+    removes what it had made."""
+    await copies.copy_in(live, request.stream(), dest)
 
 
 @router.get("/sessions/{session_id}/copy-out", response_class=StreamingResponse, responses=BYTES_REPLY)

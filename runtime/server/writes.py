@@ -1,5 +1,5 @@
 """A tenant's changes to a session's files under the session's policy, as the agent's tool calls
-are decided: a write, a copy-in's every member, a new directory, a removal or a rename is
+are decided: a write, a copy-in's every member (``copy_in``), a new directory, a removal or a rename is
 decided on the path the daemon will really change (links followed where the daemon follows
 them), and refused when that path or the name given is outside the session's roots,
 protected (what programs run or read at start: shell start-up files, the home's dot entries
@@ -12,16 +12,10 @@ policy decides and the tenant's approvers answer."""
 from __future__ import annotations
 
 import posixpath
-import tarfile
-import tempfile
-from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
-from typing import IO, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
-import anyio
-
-from caisson.client import extract
-from caisson.client.models import Confinement, StatResult, WriteResult
+from caisson.client.models import StatResult, WriteResult
 from caisson.errors import OpError
 from caisson.policy import is_secret, is_within
 from caisson.policy.model import Access
@@ -36,8 +30,6 @@ INSTEAD = (
     "(POST /v1/sessions/{id}/exec), which the session's policy decides, asking the tenant's approvers "
     "(/v1/approvals) where it needs approval"
 )
-# A copy-in's archive is kept here until every member is checked: in memory up to this, on disk beyond.
-SPOOL_IN_MEMORY = 8 * 1024 * 1024
 # A directory renamed has every entry beneath it decided at its new place; more than this is refused.
 MAX_MOVED = 100_000
 
@@ -153,116 +145,3 @@ async def rename(live: Live, src: str, dst: str, *, overwrite: bool) -> None:
     check(live, *(posixpath.join(src_real, rel) for rel in inside), access="delete")
     check(live, *(posixpath.join(dst_real, rel) for rel in inside))
     await plain(live.agent.rename(src_real, dst_real, overwrite=overwrite, plain=True))
-
-
-@dataclass(frozen=True)
-class _Member:
-    path: str  # where it lands: the destination's real path joined with the member's name
-    kind: str  # dir, file or symlink
-    mode: int = 0o644
-    target: str = ""
-    member: tarfile.TarInfo | None = None
-
-
-def _members(spool: IO[bytes], dest: str) -> list[_Member]:
-    """Every member of the archive, placed beneath ``dest``; an archive holding anything but
-    directories, regular files and symbolic links, a name that leads out, or a member beneath a
-    link of the same archive (written through it) is refused whole."""
-    found: list[_Member] = []
-    links: set[str] = set()
-    try:
-        with tarfile.open(fileobj=spool, mode="r:*") as tar:
-            for info in tar:
-                parts = extract.member_parts(info.name)
-                path = posixpath.join(dest, *parts)
-                through = next((link for link in links if path.startswith(link + "/")), None)
-                if through is not None:
-                    raise OpError("permission_denied", f"refused the archive, nothing was written: member {info.name!r} "
-                                  f"lies beneath {through}, a symbolic link of the same archive")
-                if not parts:
-                    continue  # the destination itself ("./")
-                if info.isdir():
-                    found.append(_Member(path, "dir"))
-                elif info.isreg():
-                    found.append(_Member(path, "file", info.mode & 0o777, member=info))
-                elif info.issym():
-                    links.add(path)
-                    found.append(_Member(path, "symlink", target=info.linkname))
-                else:
-                    kind = "a hard link" if info.islnk() else "a device, FIFO or other special file"
-                    raise OpError("hostile_archive", f"refused the archive, nothing was written: member {info.name!r} is "
-                                  f"{kind}; a tenant's copy-in takes directories, regular files and symbolic links")
-    except tarfile.TarError as exc:
-        raise OpError("bad_request", f"the body is not a tar archive this server can read: {exc}") from None
-    return found
-
-
-async def copy_in(live: Live, chunks: AsyncIterator[bytes], dest: str) -> None:
-    """A tar stream extracted into ``dest`` as the agent's files, once every member's place is
-    decided. Directories and files are made plain, member by member; symbolic links last (so
-    nothing is written through one), each in its directory as decided, by a command whose only
-    write root that directory is."""
-    dest_real, st = await landing(live, dest)
-    if st.exists and st.type != "dir":
-        raise OpError("not_a_directory", f"{dest} is not a directory")
-    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
-        async for chunk in chunks:
-            await anyio.to_thread.run_sync(spool.write, chunk)
-        spool.seek(0)
-        members = await anyio.to_thread.run_sync(_members, spool, dest_real)
-        check(live, *(m.path for m in members))
-        made: set[str] = set()
-
-        async def within(path: str) -> None:
-            if path not in made:
-                await directory(live, path)
-                made.add(path)
-
-        await within(dest_real)
-        spool.seek(0)
-        with tarfile.open(fileobj=spool, mode="r:*") as tar:
-            for m in members:
-                if m.kind == "dir":
-                    await within(m.path)
-                elif m.kind == "file":
-                    assert m.member is not None
-                    await within(posixpath.dirname(m.path))
-                    data = await anyio.to_thread.run_sync(_content, tar, m.member)
-                    await plain(live.agent.write_file(m.path, data, mode=m.mode, plain=True))
-        for m in members:
-            if m.kind == "symlink":
-                where, name = posixpath.split(m.path)
-                await within(where)
-                await _link(live, where, name, m.target)
-
-
-def _content(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    source = tar.extractfile(member)
-    assert source is not None  # a regular file's
-    return source.read()
-
-
-# Makes a symbolic link in a directory opened without following a link, and refuses one reached
-# through a link on the way (the descriptor's name is then not the one decided on).
-_LINK = """
-import os, sys
-where, name, target = sys.argv[1:]
-fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-if os.readlink("/proc/self/fd/%d" % fd) != where:
-    sys.exit(where + " is reached through a symbolic link")
-try:
-    os.symlink(target, name, dir_fd=fd)
-except FileExistsError:
-    os.unlink(name, dir_fd=fd)
-    os.symlink(target, name, dir_fd=fd)
-"""
-
-
-async def _link(live: Live, where: str, name: str, target: str) -> None:
-    """A symbolic link made by the agent in ``where`` as decided, the kernel letting it write
-    there alone."""
-    cfg = live.session.config
-    maker = live.session.confined(Confinement(user=cfg.agent_user, level="cautious", write_roots=(where,), network=False))
-    done = await maker.exec(["python3", "-c", _LINK, where, name, target], cwd="/", timeout=30)
-    if done.exit_code != 0:
-        raise OpError("copy_failed", f"making the link {where}/{name} failed: {done.stderr.strip()[-500:]}")

@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import posixpath
 import tarfile
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
 import httpx
 import pytest
@@ -131,7 +134,28 @@ def attacks(s: RemoteSession) -> list[tuple[str, Callable[[int], Awaitable[Any]]
         add(f"copy_in a hard link member as {target}", lambda i, t=target: s.copy_in(
             tar(("proj/a", "file", payload(i)), (posixpath.relpath(t, H) if t.startswith(H) else t.lstrip("/"), "hardlink", "proj/a")),
             H if t.startswith(H) else "/"))
+        # The same into a destination a tenant may write (the home's through the agent's link to
+        # it): only the hard-link member's own name is refused.
+        into, named = (W, f"to-home/{posixpath.relpath(target, H)}") if target.startswith(H) else (
+            (W, posixpath.relpath(target, W)) if target.startswith(W) else (head, name))
+        add(f"copy_in a hard link member named {named} into {into}", lambda i, d=into, n=named: s.copy_in(
+            tar((f"hl-{i}", "file", payload(i)), (n, "hardlink", f"hl-{i}")), d))
         add(f"remove {target}", lambda i, t=target: s.remove(t, recursive=True))
+
+    # A hard link is taken only to a regular file earlier in the archive (made a copy): one to a
+    # file of the session (a secret's or a start-up file's other name, by any name), leading out
+    # or naming a link member would make its member a name of that file. It would land as leak-N.
+    for named in (".env", f"{W}/.env", "repo/.git/config", "second", "to-home/.bashrc", "to-bashrc", "dangling",
+                  f"{H}/.ssh/authorized_keys", "../home/agent/.bashrc", "repo/../../home/agent/.profile",
+                  "../../etc/shadow", "./../workspace/.env"):
+        add(f"copy_in a hard link member to {named}", lambda i, n=named: s.copy_in(tar((f"leak-{i}", "hardlink", n)), W))
+    for link_to in (f"{W}/.env", H, f"{H}/.bashrc"):
+        add(f"copy_in a hard link member to a link member to {link_to}", lambda i, t=link_to: s.copy_in(
+            tar((f"hs-{i}", "symlink", t), (f"leak-{i}", "hardlink", f"hs-{i}"), (f"leak-{i}-b", "hardlink", f"hs-{i}/.bashrc")), W))
+    add("copy_in a hard link member to a later member", lambda i: s.copy_in(
+        tar((f"leak-{i}", "hardlink", f"hf-{i}"), (f"hf-{i}", "file", payload(i))), W))
+    add("copy_in a hard link member to another hard link", lambda i: s.copy_in(
+        tar((f"hf-{i}", "file", payload(i)), (f"hg-{i}", "hardlink", f"hf-{i}"), (f"leak-{i}", "hardlink", f"hg-{i}")), W))
 
     async def link_then_write(i: int) -> None:
         await s.copy_in(tar(("l-bashrc", "symlink", f"{H}/.bashrc")), W)   # a link is harmless in itself
@@ -188,8 +212,10 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
         refused: dict[str, int] = {}
         accepted: list[str] = []  # harmless in the end (a look-alike name), or a bug: the listing tells
         tried = 0
+        tries = attacks(s)
+        hard_links = [what for what, _ in tries if "hard link" in what]
         with approving(t, "deny") as denied:
-            for i, (what, attempt) in enumerate(attacks(s)):
+            for i, (what, attempt) in enumerate(tries):
                 tried += 1
                 try:
                     await attempt(i)
@@ -205,10 +231,13 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
             tried += 1
             with contextlib.suppress(CaissonError):
                 outputs.append((await s.exec("ls", env={"BASH_FUNC_ls%%": f"() {{ cat {W}/.env; }}"})).stdout)
-            leaked = [name for name in (e.name for e in await s.list_dir(W)) if name.startswith("leak-")]
+            names = [e.name for e in await s.list_dir(W)]
+            leaked = [name for name in names if name.startswith("leak-")]
+            # The other members of the archives with hard links refused: refused whole, none may stay.
+            kept = [name for name in names if name.startswith(("hs-", "hf-", "hg-", "hl-"))]
         changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))
         ran = [out for out in outputs if "PLANTED-" in out or TOKEN in out]
-        landed = len({line.rsplit("  ", 1)[-1] for line in changed}) + len(ran) + len(leaked)
+        landed = len({line.rsplit("  ", 1)[-1] for line in changed}) + len(ran) + len(leaked) + len(kept)
 
         # Controls: a tenant's harmless writes work, links in its archives included.
         await s.write_file(f"{W}/notes/a.txt", b"ordinary\n")
@@ -221,17 +250,21 @@ async def test_a_tenants_writes_plant_nothing_that_runs(sqlite_api: Api, docker_
         assert await s.read_file(f"{H}/proj/x") == b"in the project\n"
         assert await s.read_file(f"{W}/in/pkg/alias.py") == b"x = 1\n"
         assert (await s.stat(f"{W}/in/pkg/alias.py", follow=False)).type == "symlink"
+        await s.copy_in(tar(("hl/a", "file", b"one file\n"), ("hl/b", "hardlink", "hl/a")), f"{W}/in")
+        assert [await s.read_file(f"{W}/in/hl/{n}") for n in "ab"] == [b"one file\n"] * 2
         assert (await s.exec("echo $HARMLESS")).stdout == "yes\n"
 
         # The refusal says why, and what to do instead.
         with httpx.Client(base_url=sqlite_api.url, headers=t.headers) as c:
             r = c.put(f"/v1/sessions/{s.id}/files", params={"path": f"{H}//proj/../.bashrc"}, content=b"x")
     print(f"a tenant's writes through caisson serve: tried {tried}, landed {landed} (changed {changed}, ran {ran}, "
-          f"leaked {leaked}); refused by code {refused}; accepted {len(accepted)}: {accepted}; {len(denied)} calls went to the tenant's approvers (denied)")
+          f"leaked {leaked}, kept {kept}); refused by code {refused}; accepted {len(accepted)}: {accepted}; {len(denied)} calls went to the tenant's approvers (denied)")
+    print(f"of them, archives with hard-link members: tried {len(hard_links)}, accepted {len(set(hard_links) & set(accepted))}")
     assert set(refused) <= {"permission_denied", "hostile_archive"}  # refused by the policy, nothing else
     assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["error"] == "permission_denied"
     assert f"{H}/.bashrc is a protected path" in r.json()["detail"] and "tool call" in r.json()["detail"]
+    assert set(hard_links) & set(accepted) == set()
     assert landed == 0
 
 
@@ -400,3 +433,143 @@ async def test_the_policys_path_rules_bind_a_tenants_writes(
         ]
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+async def copying(sqlite_api: Api) -> AsyncIterator[RemoteSession]:
+    """One session for the module's copy-in tests, which use names of their own."""
+    t = sqlite_api.tenant("copy-in", calls_per_minute=100_000)
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session() as s:
+        yield s
+
+
+async def test_a_host_folder_with_hard_links_is_copied_in_as_copies(copying: RemoteSession, tmp_path: Path) -> None:
+    """A host folder where one file has three names (tar writes the later ones as hard-link
+    members): every name lands, with the file's content and mode, as a file of its own."""
+    (tmp_path / "pkg").mkdir()
+    first = tmp_path / "pkg" / "run.sh"
+    first.write_bytes(b"#!/bin/sh\necho one file, three names\n")
+    first.chmod(0o750)
+    os.link(first, tmp_path / "pkg" / "alias.sh")
+    os.link(first, tmp_path / "also.sh")
+    await copying.copy_in(tmp_path, f"{W}/hard")
+    names = [f"{W}/hard/pkg/run.sh", f"{W}/hard/pkg/alias.sh", f"{W}/hard/also.sh"]
+    assert [await copying.read_file(n) for n in names] == [first.read_bytes()] * 3
+    looks = [await copying.stat(n, follow=False) for n in names]
+    assert [(st.type, st.nlink, st.mode & 0o777) for st in looks] == [("file", 1, 0o750)] * 3
+    await copying.write_file(names[1], b"changed\n")
+    assert await copying.read_file(names[0]) == first.read_bytes()  # a copy: the other names keep theirs
+
+
+# Once a copy-in has started (its first new file is there), swaps a directory for a link to a
+# repository's hooks: the directory of a late member, or in a round marked steer-N the copy-in's
+# own new directory, so that its clean-up would remove the hooks of the same names. Puts
+# `late` back when the test says the round is over.
+SWAPPER = f"""
+import os, time
+os.chdir("{W}/undo")
+i = 0
+while True:
+    while not os.path.exists("new-%d/f00" % i):
+        time.sleep(0.0005)
+    moved = "new-%d" % i if os.path.exists("steer-%d" % i) else "late"
+    os.rename(moved, moved + "-real")
+    os.symlink("{W}/undo/repo/.git/hooks", moved)
+    while not os.path.exists("over-%d" % i):
+        time.sleep(0.002)
+    if moved == "late":
+        os.unlink("late")
+        os.rename("late-real", "late")
+    i += 1
+"""
+
+
+async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
+    copying: RemoteSession, docker_engine: docker.DockerClient
+) -> None:
+    """All or nothing. What the session holds where a member would land is decided before the
+    first write (a link on the way, a directory for a file, a file with other names): such an
+    archive writes nothing. Then the agent swaps a directory of a late member for a link to a
+    repository's hooks while the copy-in writes its earlier members: the late member is
+    refused, and the new directories, files and links made before it are removed again."""
+    s = copying
+    u = f"{W}/undo"
+    as_root(docker_engine, s.id, " && ".join([
+        f"mkdir -p {u}/late {u}/adir && git init -q {u}/repo && echo old > {u}/late/x && echo old > {u}/existing.txt",
+        f"echo secret > {u}/secret && ln {u}/secret {u}/second && chown -R agent:agent {u} && echo root > {u}/rootfile",
+        f"su agent -c 'ln -s {u}/repo/.git/hooks {u}/to-hooks'",
+    ]))
+    # Hooks of the names the archive's new directory holds: what a steered clean-up would remove.
+    as_root(docker_engine, s.id, f"su agent -c 'cd {u}/repo/.git/hooks && touch f0{{0..9}} f1{{0..9}} f2{{0..9}} alias same"
+            " && mkdir -p sub/deeper && touch sub/deeper/g'")
+    hooks_before = as_root(docker_engine, s.id, f"find {u}/repo/.git/hooks | sort")
+
+    def archive(tag: str, *late: tuple[str, str, bytes | str]) -> bytes:
+        early: list[tuple[str, str, bytes | str]] = [(f"new-{tag}", "dir", ""), (f"new-{tag}/sub/deeper", "dir", "")]
+        early += [(f"new-{tag}/f{n:02d}", "file", f"early {n}\n".encode()) for n in range(30)]
+        early += [(f"new-{tag}/sub/deeper/g", "file", b"deep\n"), (f"new-{tag}/alias", "symlink", "f00"),
+                  (f"new-{tag}/same", "hardlink", f"new-{tag}/f01"), ("existing.txt", "file", b"from the archive\n")]
+        return tar(*early, *late)
+
+    # Known before the first write: refused whole, nothing written.
+    static = {
+        "a member beneath the agent's link": archive("s0", ("to-hooks/pre-commit", "file", payload(0))),
+        "a file onto a directory": archive("s1", ("adir", "file", b"x")),
+        "a directory onto a file": archive("s2", ("late/x/sub", "dir", "")),
+        "a link onto a directory": archive("s3", ("adir", "symlink", "late")),
+        "a file with another name": archive("s4", ("second", "file", b"overwritten\n")),
+    }
+    wrote: list[str] = []
+    for what, body in static.items():
+        with pytest.raises(CaissonError, match="nothing was written"):
+            await s.copy_in(body, u)
+        if [e.name for e in await s.list_dir(u) if e.name.startswith("new-")] or (await s.read_file(f"{u}/existing.txt")) != b"old\n":
+            wrote.append(what)
+    print(f"archives refused up front: tried {len(static)}, wrote something {len(wrote)} {wrote}")
+
+    # Stopped by the daemon at a file the agent may not write (root's; the host does not know the
+    # agent's groups, so the write decides): what it made is removed again.
+    with pytest.raises(CaissonError) as unwritable:
+        await s.copy_in(archive("r", ("rootfile", "file", b"x")), u)
+    print(f"stopped at root's file: {unwritable.value}")
+    assert "nothing of the archive was kept" in str(unwritable.value) and f"{u}/existing.txt" in str(unwritable.value)
+    assert [e.name for e in await s.list_dir(u) if e.name.startswith("new-")] == []
+
+    # Stopped partway by the agent: at a file member replacing late/x, at a new link member in
+    # late/, or at its own new directory swapped for a link (its clean-up steered at the hooks).
+    [container] = docker_engine.containers.list(filters={"label": f"caisson.session={s.id}"})
+    container.exec_run(["python3", "-c", SWAPPER], user="agent", detach=True)
+    kinds = ("late file", "late link", "steered")
+    rounds = 9
+    stopped = dict.fromkeys(kinds, 0)
+    said: dict[str, list[str]] = {kind: [] for kind in kinds}
+    left: list[str] = []
+    try:
+        for i in range(rounds):
+            kind = kinds[i % 3]
+            if kind == "steered":
+                await s.write_file(f"{u}/steer-{i}", b"")
+            late = (f"late/lnk-{i}", "symlink", "x") if kind == "late link" else ("late/x", "file", payload(i))
+            try:
+                await s.copy_in(archive(str(i), late), u)
+            except CaissonError as exc:
+                stopped[kind] += 1
+                said[kind].append(str(exc))
+                if kind != "steered":  # there the agent moved the directory away itself
+                    left += [e.name for e in await s.list_dir(u) if e.name == f"new-{i}"]
+            await s.write_file(f"{u}/over-{i}", b"")
+            while (await s.stat(f"{u}/late", follow=False)).type != "dir":
+                await anyio.sleep(0.01)
+    finally:
+        as_root(docker_engine, s.id, "pkill -u agent -f 'late-real' || true")
+    hooks_after = as_root(docker_engine, s.id, f"find {u}/repo/.git/hooks | sort")
+    changed = sorted(set(hooks_after.split()) ^ set(hooks_before.split()))
+    print(f"copy-ins stopped partway by a link swapped in: tried {rounds}, stopped {stopped}; left behind {len(left)} "
+          f"{left}; hooks written or removed through the link {len(changed)} {changed}")
+    print(f"what the tenant is told: {[found[0] for found in said.values() if found]}")
+    assert wrote == []
+    assert all(stopped.values())  # each race was really run
+    assert left == [] and changed == []
+    stops = said["late file"] + said["late link"]
+    assert all("nothing of the archive was kept" in m and f"{u}/existing.txt" in m for m in stops), stops
+    assert all("could not be removed again" in m and "symbolic link" in m for m in said["steered"]), said["steered"]
