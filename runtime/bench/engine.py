@@ -6,9 +6,10 @@ root, configuration, trust key, logs), one under /run for what must have a short
 are limited to 108 bytes: exec-root, the sockets, pidfile, containerd's state), and a containerd
 of its own (without ``--containerd``, dockerd uses a system containerd at the default address
 where one runs, and two engines would share its namespace). It never reads or changes the host engine's configuration. The directory and the
-processes go when the run ends, by error or Ctrl-C too; a run killed outright leaves them, and
-the next run stops what it finds there (only processes started from that directory) and
-removes it.
+processes go when the run ends however it ends: a watcher process of their own, in its own
+session, holds a pipe from the bench and, when the pipe closes (the bench done, failed,
+interrupted or killed outright), stops the engine (SIGTERM, SIGKILL after a grace) and removes
+its directories. Only a lost watcher (a reboot) leaves a directory: the next run removes it.
 """
 
 from __future__ import annotations
@@ -64,9 +65,13 @@ async def throwaway_overlay2(state_dir: str | Path) -> AsyncIterator[str]:
     root.mkdir(parents=True, exist_ok=True)
     await anyio.to_thread.run_sync(sweep, root)
     home = Path(tempfile.mkdtemp(prefix="o2-", dir=root))
+    (home / OWNER_FILE).write_text(str(os.getpid()))
     started: list[subprocess.Popen[bytes]] = []
+    # Started first, in its own session (a Ctrl-C at the terminal must not end it first).
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", __name__, str(home)], stdin=subprocess.PIPE, start_new_session=True
+    )  # fmt: skip
     try:
-        (home / OWNER_FILE).write_text(str(os.getpid()))
         run = Path(tempfile.mkdtemp(prefix="caisson-o2-", dir=RUN_PARENT))
         (home / RUN_DIR_FILE).write_text(str(run))
         progress(f"starting a throwaway overlay2 engine in {home}")
@@ -79,7 +84,9 @@ async def throwaway_overlay2(state_dir: str | Path) -> AsyncIterator[str]:
     finally:
         with anyio.CancelScope(shield=True):
             progress("stopping the throwaway engine and removing its data")
-            await anyio.to_thread.run_sync(_stop_and_remove, home, started)
+            await anyio.to_thread.run_sync(_release, watcher, started)
+        if watcher.returncode:
+            raise CaissonError(f"stopping the throwaway engine in {home} failed (see above): stop it and remove it by hand")
 
 
 def _containerd_config(home: Path, run: Path) -> Path:
@@ -151,15 +158,30 @@ def _tail(log: Path) -> str:
         return "(no log)"
 
 
-def _stop_and_remove(home: Path, started: list[subprocess.Popen[bytes]]) -> None:
+def _release(watcher: subprocess.Popen[bytes], started: list[subprocess.Popen[bytes]]) -> None:
+    """Closing the pipe is the watcher's sign to stop the engine; then the exited processes,
+    children of the bench, are reaped here."""
+    assert watcher.stdin is not None
+    watcher.stdin.close()
+    watcher.wait()
+    for proc in started:
+        proc.wait()
+
+
+def _reap(home: Path) -> None:
     # dockerd first: it stops its containers through containerd.
-    for proc in reversed(started):
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    for name in ("dockerd", "containerd"):
+        pid_file = home / f"{name}.pid-started"
+        if _alive(pid_file, str(home)):
+            pid = int(pid_file.read_text())
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            while _alive(pid_file, str(home)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid_file, str(home)):
+                os.kill(pid, signal.SIGKILL)
+                while _alive(pid_file, str(home)):
+                    time.sleep(0.1)
     _remove(home)
 
 
@@ -187,22 +209,12 @@ def _mounts_under(dirs: list[Path]) -> list[str]:
 
 
 def sweep(root: Path) -> None:
-    """Stops and removes the engines of earlier runs that are no longer running (killed outright)."""
+    """Stops and removes the engines of earlier runs whose bench is gone (their watcher lost)."""
     for home in root.glob("o2-*"):
         if _alive(home / OWNER_FILE, ""):
             continue  # another bench's engine, in use
         progress(f"removing a throwaway engine left by an earlier run: {home}")
-        for name in ("dockerd", "containerd"):
-            pid_file = home / f"{name}.pid-started"
-            if _alive(pid_file, str(home)):
-                pid = int(pid_file.read_text())
-                os.kill(pid, signal.SIGTERM)
-                deadline = time.monotonic() + STOP_GRACE
-                while _alive(pid_file, str(home)) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if _alive(pid_file, str(home)):
-                    os.kill(pid, signal.SIGKILL)
-        _remove(home)
+        _reap(home)
 
 
 def _alive(pid_file: Path, marker: str) -> bool:
@@ -215,3 +227,9 @@ def _alive(pid_file: Path, marker: str) -> bool:
     except (OSError, ValueError, IndexError):
         return False
     return state != "Z" and marker in cmdline
+
+
+if __name__ == "__main__":
+    # The watcher: waits for the bench's end (its pipe closes), then stops and removes the engine.
+    sys.stdin.buffer.read()
+    _reap(Path(sys.argv[1]))
