@@ -2,14 +2,15 @@
 the hard-limit engine's figure means something only beside overlay2's, measured in the same run.
 
 Everything it uses is its own: a directory under the state directory (data-root, containerd's
-root, configuration, trust key, logs), one under /run for what must have a short path (sockets
-are limited to 108 bytes: exec-root, the sockets, pidfile, containerd's state), and a containerd
+root, configuration, trust key, logs), one under /run for what must have a short path (socket
+paths stop at 108 bytes: exec-root, the sockets, pidfile, containerd's state), and a containerd
 of its own (without ``--containerd``, dockerd uses a system containerd at the default address
-where one runs, and two engines would share its namespace). It never reads or changes the host engine's configuration. The directory and the
-processes go when the run ends however it ends: a watcher process of their own, in its own
-session, holds a pipe from the bench and, when the pipe closes (the bench done, failed,
-interrupted or killed outright), stops the engine (SIGTERM, SIGKILL after a grace) and removes
-its directories. Only a lost watcher (a reboot) leaves a directory: the next run removes it.
+where one runs, and two engines would share its namespace). It never reads or changes the host
+engine's configuration. The directories and the processes go when the run ends however it
+ends: a watcher process, in its own session, holds a pipe from the bench and, when the pipe
+closes (the bench done, failed, interrupted or killed outright), stops the engine (SIGTERM,
+SIGKILL after a grace) and removes its directories. Only a lost watcher (a reboot) leaves a
+directory: the next run removes it.
 """
 
 from __future__ import annotations
