@@ -88,7 +88,9 @@ async def bench_parallel(rt: Runtime, sessions: int) -> dict[str, Any]:
     }
 
 
-async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dict[str, Any]:
+async def run_bench(
+    iterations: int = 200, only: list[str] | None = None, overlay2_engine: str | None = None
+) -> dict[str, Any]:
     groups = set(
         only
         or ["spine", "tools", "bash", "audit", "parallel", "pool", "harness", "density", "hosted", "egress", "gvisor", "disk"]
@@ -137,5 +139,5 @@ async def run_bench(iterations: int = 200, only: list[str] | None = None) -> dic
     if "gvisor" in groups:
         report["gvisor"] = await bench_gvisor(iterations)
     if "disk" in groups:
-        report["disk"] = await bench_disk(iterations)
+        report["disk"] = await bench_disk(iterations, overlay2_engine=overlay2_engine)
     return report

@@ -129,6 +129,14 @@ def host_threads(config: SessionConfig) -> int:
 
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}
 
+def engine_address(client: docker.DockerClient) -> str:
+    """The engine's address, the key of what is remembered per engine: docker-py's base URL is
+    http+docker://localhost for every unix socket, so two local engines (the bench runs one
+    beside the host's) would share one engine's answers; the socket's path tells them apart."""
+    socket_path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", None)
+    return f"unix://{socket_path}" if socket_path else str(client.api.base_url)
+
+
 # What each engine (by address) passes runsc, gVisor's runtime.
 _RUNSC_ARGS: dict[str, list[str]] = {}
 
@@ -136,7 +144,7 @@ _RUNSC_ARGS: dict[str, list[str]] = {}
 def gvisor_without_network(client: docker.DockerClient) -> bool:
     """Whether the engine runs gVisor with ``--network=none``: a gVisor container then has no
     network interface but loopback, whatever network Docker gives it."""
-    url = str(client.api.base_url)
+    url = engine_address(client)
     if url not in _RUNSC_ARGS:
         with engine_errors("asking the engine about gVisor"):
             runtimes = client.info().get("Runtimes") or {}
@@ -150,7 +158,7 @@ def quota_mechanism(client: docker.DockerClient) -> str | None:
     """The engine's per-container disk bound, found by asking the engine for one: a container
     created (never started) with a size. The storage driver's name is not enough: overlay2 on
     XFS without project quotas refuses sizes, btrfs without quotas takes them and bounds nothing."""
-    url = str(client.api.base_url)
+    url = engine_address(client)
     if url in _QUOTAS:
         return _QUOTAS[url]
     with engine_errors("asking the engine about its storage"):

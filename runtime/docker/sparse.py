@@ -29,7 +29,7 @@ import docker
 import docker.errors
 from pydantic import BaseModel
 
-from caisson.docker.containers import SNAPSHOT_REPO, engine_errors, remove_snapshot
+from caisson.docker.containers import SNAPSHOT_REPO, engine_address, engine_errors, remove_snapshot
 from caisson.errors import SessionError
 from caisson.logs import get_logger
 
@@ -67,7 +67,7 @@ class Marked(BaseModel):
 def engine_root(client: docker.DockerClient) -> Path | None:
     """The engine's data-root when it is a btrfs this host reaches, else None (asked once per
     engine: every removal looks for a stash left behind)."""
-    url = str(client.api.base_url)
+    url = engine_address(client)
     if url not in _ROOTS:
         with engine_errors("asking the engine where its data lives"):
             info = client.info()

@@ -61,7 +61,7 @@ def cmd_bench(args: argparse.Namespace) -> Coroutine[Any, Any, None]:
     from caisson.bench.runner import run_bench
 
     async def run() -> None:
-        _json(await run_bench(iterations=args.iterations, only=args.only))
+        _json(await run_bench(iterations=args.iterations, only=args.only, overlay2_engine=args.overlay2_engine))
 
     return run()
 
@@ -184,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure latencies (JSON, p50/p95) against docker exec")
     bench.add_argument("--iterations", type=int, default=200)
     bench.add_argument("--only", action="append", help="run only these groups (repeatable)")
+    bench.add_argument(
+        "--overlay2-engine", metavar="URL",
+        help="disk group: measure cold start beside this overlay2 engine (e.g. unix:///run/o2/docker.sock); "
+        "default: a throwaway one the bench starts and removes (needs root, dockerd and containerd)",
+    )  # fmt: skip
     bench.set_defaults(fn=cmd_bench)
 
     replay = sub.add_parser("replay", help="run a JSON-lines file of tool calls in one fresh session")
