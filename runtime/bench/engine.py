@@ -58,7 +58,7 @@ async def throwaway_overlay2(state_dir: str | Path) -> AsyncIterator[str]:
     """Starts an overlay2 engine, yields its address (``unix://...``), and stops and removes it."""
     if os.geteuid() != 0:
         raise EngineUnavailable("starting an overlay2 engine needs root: run the bench as root, or name an overlay2 engine (--overlay2-engine URL)")
-    binaries = {name: shutil.which(name) for name in ("dockerd", "containerd")}
+    binaries = {name: shutil.which(name) for name in ("dockerd", "containerd", "unshare")}
     missing = [name for name, path in binaries.items() if path is None]
     if missing:
         raise EngineUnavailable(f"{' and '.join(missing)} not installed (e.g. `apt-get install docker.io`), or name an overlay2 engine (--overlay2-engine URL)")
@@ -79,7 +79,10 @@ async def throwaway_overlay2(state_dir: str | Path) -> AsyncIterator[str]:
         config = _containerd_config(home, run)
         started.append(_spawn(home, "containerd", [str(binaries["containerd"]), "--config", str(config)]))
         await _wait_for(lambda: (run / "containerd.sock").exists(), started[-1], home / "containerd.log")
-        started.append(_spawn(home, "dockerd", [str(binaries["dockerd"]), *_dockerd_args(home, run)]))
+        # In a network namespace of its own: a dockerd without a bridge deletes the host's
+        # docker0 at start (every other engine's bridge network with it).
+        dockerd = [str(binaries["unshare"]), "--net", str(binaries["dockerd"]), *_dockerd_args(home, run)]
+        started.append(_spawn(home, "dockerd", dockerd))
         await _wait_for(lambda: _answers(run / "docker.sock"), started[-1], home / "dockerd.log")
         yield f"unix://{run / 'docker.sock'}"
     finally:

@@ -30,6 +30,7 @@ def _processes_naming(text: str) -> list[str]:
 async def test_cold_start_beside_a_throwaway_overlay2_engine(rt: Runtime, tmp_path: Path) -> None:
     state = tmp_path / "state"
     run_dirs = set(Path("/run").glob("caisson-o2-*"))
+    links = sorted(p.name for p in Path("/sys/class/net").iterdir())
     report = await bench_cold_start(iterations=100, state_dir=str(state))
     print(report)
     beside = report["overlay2_beside"]
@@ -47,6 +48,9 @@ async def test_cold_start_beside_a_throwaway_overlay2_engine(rt: Runtime, tmp_pa
     assert _processes_naming(str(root)) == []
     assert set(Path("/run").glob("caisson-o2-*")) <= run_dirs, "its short-path directory under /run is left"
     assert str(root) not in Path("/proc/self/mountinfo").read_text()
+    # The host's network is as it was: a dockerd without a bridge deletes docker0 at start,
+    # and the host engine's bridge network (network=True sessions) with it.
+    assert sorted(p.name for p in Path("/sys/class/net").iterdir()) == links
     # The host's engine still answers, on its own storage.
     await rt.backend.ping()
     assert (await rt.backend.facts()).storage_driver == report["storage_driver"]
