@@ -1,7 +1,6 @@
-"""Clones the daemon makes itself, where the kernel ignores CLONE_PARENT (gVisor) and the image
-has no clone-spawn.so (``direct_spawn``, which makes none): there the spawner's clones would
-be the spawner's children, not the daemon's, so the daemon starts each clone-exec clone with
-posix_spawn, ahead of need, on a thread of its own (``Ahead``).
+"""Clones the daemon makes itself, where the kernel ignores CLONE_PARENT (gVisor): there the
+spawner's clones would be the spawner's children, not the daemon's, so the daemon starts
+each clone-exec clone with posix_spawn, ahead of need, on a thread of its own (``Ahead``).
 """
 
 import collections

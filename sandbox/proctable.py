@@ -111,7 +111,6 @@ class ProcessTable:
                 self.loop.add(proc)
                 self._have_children.set()
         except BaseException:
-            self._have_children.set()  # a command that failed before its exec may leave a child to reap
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)

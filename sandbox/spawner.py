@@ -37,7 +37,7 @@ import socket
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from . import clone_request, direct_spawn, landlock, own_clones, seccomp, syscalls
+from . import clone_request, landlock, own_clones, seccomp, syscalls
 from .errors import DaemonError, from_oserror
 from .limits import PROCESSES
 from .own_clones import CLONE_EXEC, CLONE_EXEC_SOCKET, DEFAULT_SIGNALS, HAS_CLONE_EXEC
@@ -168,17 +168,6 @@ class Spawner:
         optional = (stdin, ruleset, spec.cwd_fd)
         fds = array.array("i", [stdout, stderr] + [fd for fd in optional if fd >= 0])
         given = sum(_OPTIONAL_FLAGS[i] for i, fd in enumerate(optional) if fd >= 0)
-        direct = direct_spawn.loaded() if self.marks else None
-        if direct is not None:
-            marker = next(self._markers) if os.geteuid() == 0 else None
-            data = clone_request.encode(
-                spec.argv, exec_paths(spec), spec.cwd, spec.env, credentials(spec, marker), given,
-                command_filter(spec), root or "",
-            )
-            pid, stage, err = direct.spawn(data[clone_request.LENGTH.size :], fds, PROCESSES)
-            if stage:
-                raise failure(spec, stage, err)  # its process, if one was made, is reaped as an orphan
-            return pid, marker
         for attempt in (0, 1):
             pid, clone = self._take()
             marker = next(self._markers) if self.marks and os.geteuid() == 0 else None
@@ -214,8 +203,7 @@ class Spawner:
         while self._sock is not None and self._requested < ahead:
             self._sock.send(b"n")
             self._requested += 1
-        # None made ahead where commands start as the daemon's children directly (direct_spawn).
-        if self.marks and HAS_CLONE_EXEC and direct_spawn.loaded() is None:
+        if self.marks and HAS_CLONE_EXEC:
             self._ahead.keep(ahead)
 
     def probe(self) -> None:

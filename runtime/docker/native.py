@@ -3,9 +3,6 @@
 - clone-exec, the native clone helper: linked statically, so it runs in any image of the
   host's architecture. Without it the sandbox's clones set commands up in Python, slower per
   command and otherwise the same.
-- clone-spawn.so, the same source as a library the daemon loads: under gVisor it starts each
-  command as the daemon's own child, with no clone made ahead (sandbox/direct_spawn.py).
-  Without it the daemon starts clone-exec clones ahead there, as before.
 - statx-compat.so, preloaded where the kernel refuses statx's AT_NO_AUTOMOUNT (gVisor of late
   2022; see sandbox/statx_compat.py): a shared library needing only libc's ``syscall`` and
   ``errno``. Without it ``ls DIR`` and ``stat`` fail on such kernels.
@@ -47,17 +44,11 @@ def _source(name: str) -> Path:
 
 
 CLONE_EXEC = Helper("clone-exec", _source("clone_exec.c"), ("-O2", "-static", "-s"), 0o755, "slower commands")
-# The same source as a shared library: under gVisor the daemon starts each command as its own
-# child through it (sandbox/direct_spawn.py), with no clone made ahead.
-CLONE_SPAWN = Helper(
-    "clone-spawn.so", _source("clone_exec.c"), ("-O2", "-shared", "-fPIC", "-s", "-DCLONE_SPAWN_LIBRARY"), 0o644,
-    "slower commands under gVisor",
-)
 STATX_COMPAT = Helper(
     "statx-compat.so", _source("statx_compat.c"), ("-O2", "-shared", "-fPIC", "-s"), 0o644,
     "ls and stat fail under gVisor",
 )
-HELPERS = (CLONE_EXEC, CLONE_SPAWN, STATX_COMPAT)
+HELPERS = (CLONE_EXEC, STATX_COMPAT)
 
 
 def _cache_dir() -> Path:

@@ -14,7 +14,6 @@ import array
 import contextlib
 import errno
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -25,10 +24,9 @@ import pytest
 from daemon_client import start_container_daemon
 
 from caisson._sandbox import clone_request, seccomp
-from caisson._sandbox.direct_spawn import DirectSpawn
 from caisson._sandbox.errors import DaemonError
-from caisson._sandbox.spawner import STAGE_CHDIR, STAGE_EXEC, STAGE_SETUP
-from caisson.docker.native import CLONE_EXEC, CLONE_SPAWN, binary
+from caisson._sandbox.spawner import STAGE_EXEC, STAGE_SETUP
+from caisson.docker.native import CLONE_EXEC, binary
 
 HEADER = struct.Struct("<BIIIIIII")
 
@@ -226,72 +224,3 @@ def test_a_helper_that_cannot_run_leaves_the_python_clones_working(tmp_path: Pat
     finally:
         assert box.close() == 0, box.stderr()
 
-
-
-# clone-spawn.so: the same source as a library, started in this (multithreaded) process as the
-# daemon starts its commands under gVisor.
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory: pytest.TempPathFactory) -> DirectSpawn:
-    data = binary(CLONE_SPAWN)
-    assert data is not None, "clone-spawn.so did not compile: install gcc and libc6-dev (scripts/setup.sh does)"
-    path = tmp_path_factory.mktemp("clone-spawn") / "clone-spawn.so"
-    path.write_bytes(data)
-    return DirectSpawn(str(path))
-
-
-def spawned(library: DirectSpawn, framed: bytes, fds: list[int]) -> tuple[int, int, int, int]:
-    """pid, stage, errno of ``caisson_spawn``, and the exit code of the child (this process's own)."""
-    pid, stage, err = library.spawn(framed[clone_request.LENGTH.size :], fds, 0)
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) if pid > 0 else -1
-    return pid, stage, err, code
-
-
-def test_the_library_runs_the_command_as_the_callers_child(library: DirectSpawn, pipes: tuple[int, int, int, int]) -> None:
-    out_r, err_r, out_w, err_w = pipes
-    # A descriptor this process made without close-on-exec, and a handler of its own: neither
-    # reaches the command, which also starts with no signal blocked.
-    leaked = os.open(os.devnull, os.O_RDONLY)
-    os.set_inheritable(leaked, True)
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    try:
-        framed = clone_request.encode(
-            ["sh", "-c", "echo $GREETING from $(pwd); ls /proc/self/fd; grep SigBlk /proc/self/status; "
-             "kill -TERM $$; echo survived >&2"],
-            ["/nonexistent/sh", "/bin/sh"], "/tmp", {"GREETING": "hello", "PATH": "/usr/bin:/bin"}, None, 0,
-        )
-        pid, stage, err, code = spawned(library, framed, [out_w, err_w])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        os.close(leaked)
-    os.close(out_w)
-    os.close(err_w)
-    assert (stage, err, code) == (0, 0, -signal.SIGTERM) and pid > 0
-    lines = os.read(out_r, 1000).decode().splitlines()
-    assert lines[0] == "hello from /tmp"
-    assert lines[1:-1] == ["0", "1", "2", "3"], lines  # 3: ls's own listing
-    assert lines[-1].split() == ["SigBlk:", "0000000000000000"], lines
-    assert os.read(err_r, 1000) == b""
-
-
-def test_the_library_reports_a_missing_program(library: DirectSpawn, pipes: tuple[int, int, int, int]) -> None:
-    framed = clone_request.encode(["nope"], ["/nonexistent/nope", "/nonexistent/again"], "/", {}, None, 0)
-    pid, stage, err, code = spawned(library, framed, list(pipes[2:]))
-    assert (stage, err, code) == (STAGE_EXEC, errno.ENOENT, 127) and pid > 0
-
-
-def test_the_library_reports_a_missing_directory(library: DirectSpawn, pipes: tuple[int, int, int, int]) -> None:
-    framed = clone_request.encode(["true"], ["/bin/true"], "/nonexistent", {}, None, 0)
-    _pid, stage, err, code = spawned(library, framed, list(pipes[2:]))
-    assert (stage, err, code) == (STAGE_CHDIR, errno.ENOENT, 127)
-
-
-@pytest.mark.parametrize("case", list(_malformed()))
-def test_the_library_runs_nothing_of_a_malformed_request(
-    library: DirectSpawn, pipes: tuple[int, int, int, int], case: str
-) -> None:
-    payload, nfds = _malformed()[case]
-    fds = [pipes[2], pipes[3], pipes[2]][:nfds]
-    pid, stage, err, _code = spawned(library, frame(payload), fds)
-    assert (pid, stage, err) == (0, STAGE_SETUP, errno.EINVAL)
