@@ -58,11 +58,15 @@ btrfs_data_root() {
     truncate -s "$(loop_file_size)" "$img" && mkfs.btrfs -q "$img" >/dev/null || { rm -f "$img"; return 1; }
   fi
   mount -o loop "$img" "$DATA_ROOT" 2>/dev/null || return 1
+  btrfs_quotas || { umount "$DATA_ROOT"; return 1; }
+}
+# Quotas on the mounted btrfs, kept on: dockerd's btrfs driver turns them off when it stops.
+btrfs_quotas() {
   [ "$(cat "/sys/fs/btrfs/$(findmnt -n -o UUID "$DATA_ROOT")/qgroups/enabled" 2>/dev/null)" = 1 ] && return 0
   # Simple quotas (kernel 6.7+) where the kernel has them: each extent counts against the
   # subvolume that wrote it, so removing a container costs no accounting walk (full qgroups
   # kept btrfs-cleaner busy for minutes under a test load). Else full qgroups.
-  python3 - "$DATA_ROOT" <<'PY' 2>/dev/null || btrfs quota enable "$DATA_ROOT" || { umount "$DATA_ROOT"; return 1; }
+  python3 - "$DATA_ROOT" <<'PY' 2>/dev/null || btrfs quota enable "$DATA_ROOT"
 import fcntl, os, struct, sys
 BTRFS_IOC_QUOTA_CTL, ENABLE_SIMPLE_QUOTA = 0xC0109428, 4
 fcntl.ioctl(os.open(sys.argv[1], os.O_RDONLY), BTRFS_IOC_QUOTA_CTL, bytearray(struct.pack("QQ", ENABLE_SIMPLE_QUOTA, 0)))
@@ -73,7 +77,9 @@ engine_storage_flags() {
   mkdir -p "$ENGINE_DIR" "$DATA_ROOT"
   case "$(mounted_fs)" in
     xfs) echo "--data-root $DATA_ROOT"; return ;;
-    btrfs) echo "--data-root $DATA_ROOT --storage-driver btrfs"; return ;;
+    btrfs)
+      btrfs_quotas || log "WARNING: cannot turn on quotas of the btrfs on $DATA_ROOT: sessions get only the soft disk watch"
+      echo "--data-root $DATA_ROOT --storage-driver btrfs"; return ;;
     "") ;;
     *) log "$DATA_ROOT holds a $(mounted_fs) mount that caisson did not make; leaving it alone"; return ;;
   esac

@@ -32,6 +32,8 @@ def attacks(pid: int, gvisor: bool) -> dict[str, str]:
             f"r=l.ptrace(16, {pid}, 0, 0); sys.exit(0 if r == 0 else 1)\""
         ),
         "read the daemon's memory": f"head -c 16 /proc/{pid}/mem",
+        # A command holds stdin, stdout and stderr, nothing of the daemon's (here ls's listing is 3).
+        "hold a descriptor of the daemon's": "ls /proc/self/fd | grep -qvxE '[0-3]'",
     }
     if not gvisor:
         # gVisor's /proc skips the ptrace access check here; the daemon's environment holds
