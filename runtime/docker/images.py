@@ -191,7 +191,9 @@ def list_images(client: docker.DockerClient) -> list[dict[str, object]]:
 def prune_images(client: docker.DockerClient) -> list[str]:
     """Remove caisson images other than the current tag that no container uses; the tags removed."""
     current = image_tag()
-    in_use = {c.image.id for c in client.containers.list(all=True) if c.image is not None}
+    # From the listing's rows: a container whose image is already gone, or one removed since
+    # the listing, would make docker-py's per-container look-up fail the whole prune.
+    in_use = {row.get("ImageID") for row in client.api.containers(all=True)}
     removed = []
     for image in client.images.list(name=IMAGE_REPO):
         stale = [t for t in image.tags if t != current]
