@@ -16,6 +16,7 @@ import ctypes
 import errno
 import logging
 import os
+import shutil
 from typing import Optional
 
 log = logging.getLogger("caisson-sandbox")
@@ -61,8 +62,7 @@ def _in_memory() -> Optional[str]:
     """The library copied to IN_MEMORY (root's, read-only); None where /dev takes no file."""
     made = IN_MEMORY + ".new"
     try:
-        with open(LIBRARY, "rb") as src, open(made, "wb") as dst:
-            dst.write(src.read())
+        shutil.copyfile(LIBRARY, made)
         os.chmod(made, 0o444)
         os.rename(made, IN_MEMORY)
     except OSError:

@@ -56,7 +56,7 @@ def _used(root: str) -> int:
     On btrfs, the bytes its data and metadata use (its free space moves by whole chunks of up
     to a GiB, which says nothing of a writer; metadata is also kept twice on one device, so
     the raw disk behind an inode flood is up to twice this); elsewhere, what ``df`` shows."""
-    subprocess.run(["btrfs", "subvolume", "sync", root], capture_output=True, timeout=600, check=False)
+    _cleaned(root)
     os.sync()
     uuid_ = subprocess.run(["findmnt", "-n", "-o", "UUID", "--target", root], capture_output=True, text=True).stdout.strip()
     allocation = Path("/sys/fs/btrfs") / uuid_ / "allocation"
@@ -71,7 +71,11 @@ def _settled(rt: Runtime) -> Iterator[None]:
     """After this module's gigabytes, wait until btrfs has cleaned the removed containers' subvolumes,
     so its cleaner's work does not weigh on the tests that follow."""
     yield
-    root = str(rt.backend.client.info()["DockerRootDir"])  # type: ignore[attr-defined]
+    _cleaned(str(rt.backend.client.info()["DockerRootDir"]))  # type: ignore[attr-defined]
+
+
+def _cleaned(root: str) -> None:
+    """Wait until btrfs has cleaned the subvolumes of removed containers (nothing elsewhere)."""
     subprocess.run(["btrfs", "subvolume", "sync", root], capture_output=True, timeout=600, check=False)
 
 
