@@ -19,14 +19,15 @@ of users other than root; the daemon's own processes and clones waiting for a co
 * this watch, finding the agent past its limit (that one task more), kills the command
   whose tasks are the most (its whole marker group: a bash fork bomb's processes outlive
   the call that started them; a thread bomb is one process of many threads) and says so on
-  its stderr, so the agent holds exactly the limit and never more for long.
+  its stderr, so the agent holds exactly the limit and never more for long; it also kills
+  any process that escaped an earlier kill of its group (``proctree.kill_escapes``).
 """
 
 import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Set, Tuple
 
 from . import proctree, reclaim
 from .errors import DaemonError
@@ -53,10 +54,12 @@ NOTE = (
 )
 
 
-def count() -> Tuple[int, Optional[Tuple[int, int]]]:
-    """The agent's tasks, and the marker group holding the most of them: (marker, one of its pids)."""
+def count() -> Tuple[int, Dict[int, Tuple[int, int]], Set[int]]:
+    """The agent's tasks; per marker group its tasks and one of its pids; the groups with a
+    process that is not a zombie."""
     total = 0
     members: Dict[int, Tuple[int, int]] = {}
+    running: Set[int] = set()
     for st in proctree.statuses():
         if st.uid == 0:
             continue
@@ -67,10 +70,9 @@ def count() -> Tuple[int, Optional[Tuple[int, int]]]:
         for group in st.groups:
             if group >= MARKER_BASE:
                 members[group] = (members.get(group, (0, 0))[0] + tasks, st.pid)
-    if not members:
-        return total, None
-    marker = max(members, key=lambda g: members[g][0])
-    return total, (marker, members[marker][1])
+                if not st.zombie:
+                    running.add(group)
+    return total, members, running
 
 
 def check(spawner: Spawner) -> None:
@@ -96,9 +98,11 @@ def check(spawner: Spawner) -> None:
 def watch(table: "ProcessTable") -> None:
     while True:
         time.sleep(INTERVAL)
-        agent, crowded = count()
-        if agent > PROCESSES and crowded is not None:
-            reclaim.end(table, crowded[0], crowded[1], "process_limit", NOTE)
+        agent, groups, running = count()
+        proctree.kill_escapes(running)
+        if agent > PROCESSES and groups:
+            marker = max(groups, key=lambda g: groups[g][0])
+            reclaim.end(table, marker, groups[marker][1], "process_limit", NOTE)
 
 
 def start(table: "ProcessTable") -> None:

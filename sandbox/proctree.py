@@ -5,9 +5,20 @@ are found here. Where the kernel has no subreaper (gVisor), a command's processe
 marker group instead, and the tree is also every process in that group.
 """
 
+import contextlib
 import os
 import signal
-from typing import Dict, Iterator, List, NamedTuple, Optional, Set
+import threading
+import time
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Set
+
+# How long a kill waits for its group's members to be gone and kills those that escaped it
+# (a gVisor fork loop's went within 2 s); what is left after, the process watch kills at a
+# later look.
+ESCAPE_DEADLINE = 5.0
+# marker -> the pids of its group sent SIGKILL: a member not among them escaped the kill.
+_killed: Dict[int, Set[int]] = {}
+_escapes_lock = threading.Lock()
 
 
 def children_map() -> Dict[int, List[int]]:
@@ -127,7 +138,84 @@ def kill_tree(root: int, include_root: bool = True, marker: Optional[int] = None
         for pid in new:
             send(pid, signal.SIGSTOP)
         stopped |= new
-    return sum(send(pid, signal.SIGKILL) for pid in stopped)
+    killed = sum(send(pid, signal.SIGKILL) for pid in stopped)
+    if marker is not None:
+        with _escapes_lock:
+            _killed.setdefault(marker, set()).update(stopped)
+            killed += _kill_escaped(marker)
+    return killed
+
+
+def kill_escapes(running: Iterable[int]) -> None:
+    """Kill the members of killed marker groups that escaped their kill (``running``: the
+    groups that have a process that is not a zombie); the process watch calls it each look."""
+    with _escapes_lock:
+        for marker in _killed.keys() & set(running):
+            _kill_escaped(marker)
+
+
+def _kill_escaped(marker: int) -> int:
+    """Kill the members of a killed group that were not sent SIGKILL, once those that were
+    are gone; how many.
+
+    Under gVisor a process forks after its SIGSTOP, and even its SIGKILL, for a while: a
+    child of one made after the tree kill's last look was neither stopped nor killed and
+    went on forking. Killed one pid at a time, a Python fork loop refilled its group as fast
+    (40 processes at the limit, 5 s of rounds). So once the killed are gone, every process
+    of the escaped ones' users is stopped at once, with one ``kill(-1)`` as that user (one
+    pass in the kernel: no fork slips between two signals), the group is killed, and the
+    users' other processes go on.
+    """
+    sent = _killed[marker]
+    users: Set[int] = set()
+    count = 0
+    deadline = time.monotonic() + ESCAPE_DEADLINE
+    try:
+        while True:
+            while any(_running(pid) for pid in sent) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            new = [st for st in _group_left(marker) if st.pid not in sent]
+            if not new or time.monotonic() >= deadline:
+                break
+            users |= {st.uid for st in new if st.uid != 0}
+            for uid in users:
+                signal_user(uid, signal.SIGSTOP)
+            time.sleep(0.01)  # the stops land
+            for st in _group_left(marker):
+                if st.pid not in sent and send(st.pid, signal.SIGKILL):
+                    sent.add(st.pid)
+                    count += 1
+    finally:
+        for uid in users:
+            signal_user(uid, signal.SIGCONT)
+    return count
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is there and not a zombie (one read, not a look at every process)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read(512)
+    except OSError:
+        return False
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"Z", b"X", b"")
+
+
+def _group_left(marker: int) -> List[Status]:
+    return [st for st in statuses() if marker in st.groups and not st.zombie and st.pid != os.getpid()]
+
+
+def signal_user(uid: int, sig: int) -> None:
+    """Send ``sig`` to every process of user ``uid`` (not root: that would be every process)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setuid(uid)
+            os.kill(-1, sig)  # every process this user may signal, which is its own but this one
+        finally:
+            os._exit(0)
+    with contextlib.suppress(ChildProcessError):  # the daemon's reaper took it first
+        os.waitpid(pid, 0)
 
 
 def signal_tree(root: int, sig: int, marker: Optional[int] = None) -> int:

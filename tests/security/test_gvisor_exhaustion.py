@@ -15,6 +15,7 @@ command that goes one past it is ended (threads count as gVisor's RLIMIT_NPROC c
 
 from __future__ import annotations
 
+import shlex
 import time
 
 import anyio
@@ -110,6 +111,52 @@ async def test_fork_bombs_end_the_bomb_not_the_session(rt: Runtime, runtime: str
     print(f"{runtime}: fork bombs in 512 MiB sessions: tried {tried}, landed {landed} (sessions lost), "
           f"{noted} calls said {NOTE!r}")
     assert landed == 0
+
+
+# The agent's Python processes other than this one, zombies left out.
+PYTHONS = "python3 -c " + shlex.quote(
+    "import os\n"
+    "n = 0\n"
+    "for p in os.listdir('/proc'):\n"
+    "    try:\n"
+    "        st = open('/proc/%s/status' % p).read()\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    mine = '\\nUid:\\t%d\\t' % os.getuid() in st\n"
+    "    if p.isdigit() and int(p) != os.getpid() and mine and 'Name:\\tpython3\\n' in st and 'State:\\tZ' not in st:\n"
+    "        n += 1\n"
+    "print(n)\n"
+)
+
+
+async def test_a_fork_loop_leaves_no_process_behind_and_the_agents_others_go_on(rt: Runtime) -> None:
+    """A Python fork loop's processes fork while they are being killed; under gVisor a stop
+    lands late, and 1 kill in 7 left stragglers that held the limit, spinning, until the
+    sandbox ran out of host threads (session lost 20-40 s later). Now none is left, and the
+    agent's other work, stopped while the group is killed, goes on."""
+    async with rt.session(gvisor=True, limits={"memory": "512m"}) as s:
+        # Forks nothing (bash waits 1-16 s before it tries a refused fork again).
+        ticker = await s.spawn("perl -e '$| = 1; for (my $i = 1; ; $i++) { print \"$i\\n\"; select(undef, undef, undef, 0.2) }'")
+        tried = landed = 0
+        for round_ in range(8):
+            r = await s.exec(BOMBS["python os.fork loop"], timeout=BOMB_TIMEOUT)
+            lost = await alive(s)
+            assert lost is None, lost
+            left = int((await s.exec(PYTHONS)).stdout)
+            tried += 1
+            landed += left > 0
+            print(f"gvisor: python os.fork loop, round {round_}: note {'given' if NOTE in r.stderr else 'absent'}, "
+                  f"{left} of its processes left running")
+            assert NOTE in r.stderr, r.stderr[-300:]
+        before = (await s.task_read(ticker.task_id)).stdout.count("\n")
+        await anyio.sleep(2)
+        after = (await s.task_read(ticker.task_id)).stdout.count("\n")
+        print(f"gvisor: fork loops killed: tried {tried}, landed {landed} (processes outlived the kill); "
+              f"the agent's background task ticked {after - before} times in 2 s after them")
+        assert landed == 0
+        running = [t.running for t in await s.task_list() if t.task_id == ticker.task_id]
+        said = (await s.task_read(ticker.task_id)).stderr[-300:]
+        assert running == [True] and after > before, (running, said)
 
 
 async def test_150_noisy_tasks_then_a_memory_hog(rt: Runtime) -> None:
