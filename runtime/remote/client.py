@@ -34,7 +34,7 @@ from caisson.client.models import (
     WriteResult,
 )
 from caisson.client.primitives import CHUNK
-from caisson.config import SessionConfig
+from caisson.config import Limits, SessionConfig
 from caisson.errors import CaissonError, CallTimeout, OpError, SessionError
 from caisson.remote.sse import read_events
 from caisson.tools.base import ToolResult
@@ -168,7 +168,13 @@ class RemoteRuntime:
             raise CaissonError(f"the hosted API does not take {', '.join(unsupported)}; the server decides them")
         body: dict[str, Any] = {k: getattr(cfg, k) for k in SESSION_FIELDS}
         if "limits" in overrides or config is not None:
+            asked = overrides["limits"] if "limits" in overrides else config.limits if config is not None else Limits()
+            named = Limits.model_validate(asked).model_fields_set
+            if beyond := sorted(named - {"memory", "cpus", "pids", "disk"}):
+                raise CaissonError(f"the hosted API does not take limits.{', limits.'.join(beyond)}; the server decides them")
             body["limits"] = {"memory": cfg.limits.memory, "cpus": cfg.limits.cpus, "pids": cfg.limits.pids}
+            if "disk" in named:  # else the tenant's max_disk
+                body["limits"]["disk"] = cfg.limits.disk
         if from_snapshot is not None:
             body["from_snapshot"] = from_snapshot
         info = (await self.request("POST", f"{API}/sessions", json=body)).json()

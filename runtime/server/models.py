@@ -90,6 +90,9 @@ def problem_body(status: int, error: str, detail: str, errors: list[dict[str, An
 class Quotas(_Body):
     max_sessions: int = Field(10, ge=0, le=10_000, description="sessions open at once")
     max_memory: str = Field("2g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="largest memory limit of one session")
+    max_disk: str = Field(
+        "10g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="largest disk limit of one session (its writable layer)"
+    )
     calls_per_minute: int = Field(600, ge=0, le=1_000_000, description="session operations a minute, all sessions")
     snapshot_disk: str = Field(
         "20g", pattern=r"^[0-9]+[bkmgBKMG]?$", description="engine disk all of the tenant's snapshots (forks' too) may hold"
@@ -143,6 +146,10 @@ class SessionLimits(_Body):
     memory: str | None = Field(None, pattern=r"^[0-9]+[bkmgBKMG]?$")
     cpus: float | None = Field(None, gt=0, le=64)
     pids: int | None = Field(None, gt=0, le=100_000)
+    disk: str | None = Field(
+        None, pattern=r"^[0-9]+[bkmgBKMG]?$",
+        description="the writable layer's size (workspace, /tmp, installs); the tenant's max_disk when not given",
+    )
 
 
 class SessionBody(_Body):

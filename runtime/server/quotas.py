@@ -1,5 +1,5 @@
-"""Per-tenant quotas: sessions open at once, memory per session, operations per minute, the
-disk its snapshots hold. A refusal is a :class:`QuotaExceeded`, answered 429 with a
+"""Per-tenant quotas: sessions open at once, memory and disk per session, operations per
+minute, the disk its snapshots hold. A refusal is a :class:`QuotaExceeded`, answered 429 with a
 Retry-After the client can honour."""
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ class QuotaExceeded(Exception):
         self.retry_after = max(1, retry_after)
 
 
-def check_memory(quotas: Quotas, requested: str) -> None:
-    if parse_bytes(requested) > parse_bytes(quotas.max_memory):
+def check_size(quota: str, most: str, requested: str) -> None:
+    """A session's ``quota`` (memory, disk) within the tenant's ``most``."""
+    if parse_bytes(requested) > parse_bytes(most):
         raise QuotaExceeded(
-            "memory",
-            f"a session of this tenant may have at most {quotas.max_memory} of memory; {requested} was asked",
-            retry_after=60,
+            quota, f"a session of this tenant may have at most {most} of {quota}; {requested} was asked", retry_after=60
         )
 
 

@@ -20,7 +20,7 @@ from caisson.policy import ApprovalHandler, Policy
 from caisson.policy.environment import environment_reasons
 from caisson.runtime import Runtime
 from caisson.server.models import SessionBody, SessionInfo, SnapshotInfo, TenantInfo
-from caisson.server.quotas import QuotaExceeded, check_memory, check_snapshot_disk
+from caisson.server.quotas import QuotaExceeded, check_size, check_snapshot_disk
 from caisson.server.store import CLOSED_ON_REQUEST, Store
 from caisson.session import Session
 
@@ -199,8 +199,10 @@ class Tenancy:
                 "or ask the operator to allow the name in the tenant's quotas (start_env)"
             )
         memory = body.limits.memory or quotas.max_memory
-        check_memory(quotas, memory)
-        limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory}
+        check_size("memory", quotas.max_memory, memory)
+        disk = body.limits.disk or quotas.max_disk
+        check_size("disk", quotas.max_disk, disk)
+        limits = {k: v for k, v in body.limits.model_dump().items() if v is not None} | {"memory": memory, "disk": disk}
         config = SessionConfig.model_validate({
             "image": image or self._default_image, "profile": body.profile, "tenant": tenant.id, "ttl": body.ttl,
             "idle_timeout": body.idle_timeout, "env": body.env, "limits": limits,

@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
 import httpx
 import pytest
 
+from caisson import RemoteRuntime
+from caisson.errors import CaissonError
 from caisson.server.models import SessionInfo
 from caisson.server.store import Store, database_url
 from tests.server.harness import Api, TenantKey, approving, leave_session, tar_of, untar
@@ -164,10 +167,12 @@ def test_dangerous_call_waits_for_its_approval(api: Api) -> None:
 
 
 def test_quotas_answer_429_with_retry_after(api: Api) -> None:
-    t = api.tenant("quota", max_sessions=1, max_memory="512m", calls_per_minute=4)
+    t = api.tenant("quota", max_sessions=1, max_memory="512m", max_disk="1g", calls_per_minute=4)
     with t.client() as c:
         big = c.post("/sessions", json={"limits": {"memory": "1g"}})
         assert big.status_code == 429 and int(big.headers["Retry-After"]) > 0 and "512m" in big.json()["detail"]
+        big = c.post("/sessions", json={"limits": {"disk": "2g"}})
+        assert big.status_code == 429 and int(big.headers["Retry-After"]) > 0 and "1g of disk" in big.json()["detail"]
         sid = open_session(c)
         second = c.post("/sessions", json={})
         assert second.status_code == 429 and int(second.headers["Retry-After"]) > 0
@@ -180,8 +185,34 @@ def test_quotas_answer_429_with_retry_after(api: Api) -> None:
         sid = open_session(c)                          # the slot is free again
         c.delete(f"/sessions/{sid}")
     metrics = httpx.get(f"{api.url}/metrics").text
-    for quota in ("memory", "sessions", "calls_per_minute"):
+    for quota in ("memory", "disk", "sessions", "calls_per_minute"):
         assert f'caisson_quota_refusals_total{{quota="{quota}",tenant="{t.tenant_id}"}}' in metrics
+
+
+def test_a_sessions_disk_is_what_it_asks_within_its_tenants_max_disk(
+    sqlite_api: Api, docker_engine: docker.DockerClient
+) -> None:
+    """Not asked, a session's disk limit is the tenant's max_disk; asked, the size asked. The
+    client refuses limits the API does not take rather than open the session without them."""
+    api = sqlite_api
+    t = api.tenant("disk", max_disk="1g")
+    sizes = {}
+    with t.client() as c:
+        for asked in (None, "256m"):
+            sid = open_session(c, **({"limits": {"disk": asked}} if asked else {}))
+            [container] = docker_engine.containers.list(filters={"label": f"caisson.session={sid}"})
+            sizes[asked] = container.attrs["HostConfig"]["StorageOpt"]["size"]
+            c.delete(f"/sessions/{sid}")
+    assert sizes == {None: "1g", "256m": "256m"}
+
+    async def refused() -> str:
+        async with RemoteRuntime(api.url, t.token) as rt:
+            with pytest.raises(CaissonError) as exc:
+                await rt.open_session(limits={"disk": "256m", "nofile": 100})
+            return str(exc.value)
+
+    said = anyio.run(refused)
+    assert "limits.nofile" in said, said
 
 
 def test_body_size_limit(api: Api) -> None:

@@ -573,3 +573,40 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
     stops = said["late file"] + said["late link"]
     assert all("nothing of the archive was kept" in m and f"{u}/existing.txt" in m for m in stops), stops
     assert all("could not be removed again" in m and "symbolic link" in m for m in said["steered"]), said["steered"]
+
+
+async def test_a_copy_in_that_fills_the_disk_keeps_nothing_it_made(
+    sqlite_api: Api, docker_engine: docker.DockerClient
+) -> None:
+    """A copy-in larger than what is left of the session's disk quota (the kernel's hard limit)
+    stops at the full disk partway through its new files: the tenant is told so, the files it
+    had written are removed again, an existing file it would have replaced keeps its content,
+    and the space is the session's again."""
+    t = sqlite_api.tenant("full-disk", calls_per_minute=100_000)
+    async with RemoteRuntime(sqlite_api.url, t.token) as rt, rt.session(limits={"disk": "64m"}) as s:
+        d = f"{W}/full"
+        filled = await s.exec(f"mkdir -p {d} && echo old > {d}/existing.txt && head -c 40M /dev/urandom > {W}/fill && echo ok")
+        assert filled.stdout == "ok\n", filled.stderr
+        # 12 new files of 3 MiB (36 MiB, more than the 24 MiB left), then one replacing a file.
+        members: list[tuple[str, str, bytes | str]] = [("new", "dir", "")]
+        members += [(f"new/f{n:02d}", "file", os.urandom(3 << 20)) for n in range(12)]
+        members.append(("existing.txt", "file", b"from the archive\n"))
+        with pytest.raises(CaissonError) as full:
+            await s.copy_in(tar(*members), d)
+        said = str(full.value)
+        print(f"a copy-in past the disk quota: {said[:300]}")
+        left = [e.name for e in await s.list_dir(d)]
+        print(f"left in the destination: {left}")
+        assert "quota" in said.lower() or "space" in said.lower(), said
+        assert "nothing of the archive was kept" in said, said
+        assert left == ["existing.txt"]
+        assert await s.read_file(f"{d}/existing.txt") == b"old\n"
+        # The removed files' space is given back once btrfs commits (a sync forces it).
+        as_root(docker_engine, s.id, "sync")
+        deadline = anyio.current_time() + 60
+        while True:
+            after = await s.exec(f"head -c 16M /dev/zero > {d}/after && echo written")
+            if after.stdout == "written\n" or anyio.current_time() > deadline:
+                break
+            await anyio.sleep(2)
+        assert after.stdout == "written\n", after.stderr
