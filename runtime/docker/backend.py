@@ -251,6 +251,7 @@ class DockerBackend:
         sparse files are kept apart while it runs (docker/sparse.py), the container paused
         throughout, under a marker that lets whoever comes next undo it should this controller die."""
         client = self.client
+        containers.keep_tmp_on_layer(client, container_id)
         root = sparse.engine_root(client)
         top = sparse.layer(root, container_id) if root is not None else None
         if root is None or top is None:

@@ -440,14 +440,11 @@ def renew_lease(
     disk quota cannot take a new one, so there the file is dated from inside."""
     stamp = int(until if until is not None else time.time())
     if not gvisor:
-        data = io.BytesIO()
-        with tarfile.open(fileobj=data, mode="w") as tar:
-            info = tarfile.TarInfo(posixpath.basename(LEASE_PATH))
-            info.mtime = stamp
-            tar.addfile(info, io.BytesIO(b""))
         try:
             with engine_errors("renewing a session's lease"):
-                return bool(client.api.put_archive(container_id, posixpath.dirname(LEASE_PATH), data.getvalue()))
+                return bool(client.api.put_archive(
+                    container_id, posixpath.dirname(LEASE_PATH), _empty_file(posixpath.basename(LEASE_PATH), mtime=stamp)
+                ))
         except docker.errors.NotFound:
             return False
         except docker.errors.APIError:
@@ -460,6 +457,34 @@ def renew_lease(
         return True
     except docker.errors.APIError:
         return False
+
+
+def _empty_file(name: str, *, mtime: int = 0, mode: int = 0o644) -> bytes:
+    """An archive of one empty file of root's, for the engine to put into a container."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.mtime, info.mode = mtime, mode
+        tar.addfile(info, io.BytesIO(b""))
+    return data.getvalue()
+
+
+# The image's read-only file of root's that keeps /tmp from being empty: gVisor mounts a tmpfs
+# of its own over an empty /tmp (its files in the sandbox's memory, out of the disk quota and
+# of snapshots). A command run as root can remove it, so every snapshot puts it back.
+TMP_MARKER = "/tmp/.caisson-layer"
+
+
+def keep_tmp_on_layer(client: docker.DockerClient, container_id: str) -> None:
+    """Put the /tmp marker back into a container's layer (the engine writes it from the host)."""
+    try:
+        with engine_errors("keeping a session's /tmp on its layer"):
+            client.api.put_archive(
+                container_id, posixpath.dirname(TMP_MARKER), _empty_file(posixpath.basename(TMP_MARKER), mode=0o444)
+            )
+    except docker.errors.APIError as exc:
+        # A /tmp made a file, or a full quota: the snapshot is still taken, as the session left it.
+        log.warning("could not put the /tmp marker back before a snapshot", container=container_id[:12], error=str(exc))
 
 
 SNAPSHOT_REPO = "caisson/snapshot"

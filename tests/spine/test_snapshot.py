@@ -81,6 +81,26 @@ async def test_a_session_goes_on_after_its_snapshots(rt: Runtime, gvisor: bool) 
         assert await restored.read_file("/tmp/kept.txt") == b"in tmp\n"
 
 
+async def test_a_gvisor_snapshot_keeps_tmp_on_the_layer_after_root_emptied_it(rt: Runtime) -> None:
+    """gVisor mounts a tmpfs of its own over an empty /tmp, and the image's marker file keeps
+    /tmp from being empty. A command run as root emptied /tmp, marker and all: the snapshot
+    puts the marker back, so a session made from it keeps /tmp on its layer (a file written
+    there is in the next snapshot) rather than in the sandbox's memory."""
+    async with rt.session(gvisor=True) as s:
+        emptied = await s.exec("rm -rf /tmp/* /tmp/.[!.]* && ls -A /tmp && echo emptied", user="root")
+        assert emptied.stdout == "emptied\n", emptied
+        ref = await s.snapshot()
+    async with rt.session(from_snapshot=ref, gvisor=True) as restored:
+        mounts = (await restored.exec("grep ' /tmp ' /proc/mounts || true")).stdout
+        await restored.write_file("/tmp/written.txt", "on the layer\n")
+        again = await restored.snapshot()
+    async with rt.session(from_snapshot=again, gvisor=True) as later:
+        kept = await later.exec("cat /tmp/written.txt")
+    print(f"gVisor, /tmp emptied by root before a snapshot: mounts at /tmp after it {mounts.strip() or 'none'}; "
+          f"a file written there then is {'kept' if kept.exit_code == 0 else 'lost'} by the next snapshot")
+    assert mounts == "" and kept.stdout == "on the layer\n"
+
+
 async def test_diff_reports_added_modified_and_deleted_files(rt: Runtime) -> None:
     async with rt.session() as base:
         await base.exec(
