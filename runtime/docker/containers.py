@@ -349,6 +349,8 @@ def _create_container(
     if injected and not client.api.put_archive(cid, "/opt", daemon_tar()):
         remove_container(client, cid)
         raise SessionError(f"could not copy the daemon into {image}")
+    if config.gvisor and config.image is not None and not config.image.startswith(SNAPSHOT_REPO + ":"):
+        keep_tmp_on_layer(client, cid)  # an image of the user's own may have an empty /tmp (snapshots have the marker)
     return CreatedContainer(id=cid, session_id=session_id, image=image, injected=injected)
 
 
@@ -471,7 +473,8 @@ def _empty_file(name: str, *, mtime: int = 0, mode: int = 0o644) -> bytes:
 
 # The image's read-only file of root's that keeps /tmp from being empty: gVisor mounts a tmpfs
 # of its own over an empty /tmp (its files in the sandbox's memory, out of the disk quota and
-# of snapshots). A command run as root can remove it, so every snapshot puts it back.
+# of snapshots). A command run as root can remove it, so every snapshot puts it back, and a
+# gVisor container of another image gets it before it starts.
 TMP_MARKER = "/tmp/.caisson-layer"
 
 
@@ -483,8 +486,8 @@ def keep_tmp_on_layer(client: docker.DockerClient, container_id: str) -> None:
                 container_id, posixpath.dirname(TMP_MARKER), _empty_file(posixpath.basename(TMP_MARKER), mode=0o444)
             )
     except docker.errors.APIError as exc:
-        # A /tmp made a file, or a full quota: the snapshot is still taken, as the session left it.
-        log.warning("could not put the /tmp marker back before a snapshot", container=container_id[:12], error=str(exc))
+        # No /tmp directory, or a full quota: the container goes on as its image or session left it.
+        log.warning("could not put the /tmp marker into a container", container=container_id[:12], error=str(exc))
 
 
 SNAPSHOT_REPO = "caisson/snapshot"

@@ -8,6 +8,7 @@ import pytest
 
 from caisson import Runtime
 from caisson.config import RuntimeConfig
+from caisson.docker.images import resolve_base
 from caisson.errors import OpError
 
 pytestmark = pytest.mark.anyio
@@ -99,6 +100,16 @@ async def test_a_gvisor_snapshot_keeps_tmp_on_the_layer_after_root_emptied_it(rt
     print(f"gVisor, /tmp emptied by root before a snapshot: mounts at /tmp after it {mounts.strip() or 'none'}; "
           f"a file written there then is {'kept' if kept.exit_code == 0 else 'lost'} by the next snapshot")
     assert mounts == "" and kept.stdout == "on the layer\n"
+
+
+async def test_a_gvisor_session_of_an_image_with_an_empty_tmp_keeps_tmp_on_its_layer(rt: Runtime) -> None:
+    """An image of the user's own (here the bare Debian base, the daemon copied in) whose /tmp
+    is empty: its gVisor container gets the marker before it starts, so /tmp is no tmpfs."""
+    base = resolve_base(rt.backend.client)  # type: ignore[attr-defined]
+    async with rt.session(image=base, gvisor=True) as s:
+        mounts = (await s.exec("grep ' /tmp ' /proc/mounts || true")).stdout
+    print(f"gVisor, {base} (an empty /tmp): mounts at /tmp {mounts.strip() or 'none'}")
+    assert mounts == ""
 
 
 async def test_diff_reports_added_modified_and_deleted_files(rt: Runtime) -> None:
