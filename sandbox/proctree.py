@@ -198,7 +198,8 @@ def _running(pid: int) -> bool:
             data = f.read(512)
     except OSError:
         return False
-    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"Z", b"X", b"")
+    end = data.rfind(b")")  # "pid (comm) state ...": comm may contain parentheses
+    return end >= 0 and data[end + 2 : end + 3] not in (b"Z", b"X", b"")
 
 
 def _group_left(marker: int) -> List[Status]:
