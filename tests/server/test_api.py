@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import docker
 import httpx
 import pytest
@@ -189,7 +188,8 @@ def test_quotas_answer_429_with_retry_after(api: Api) -> None:
         assert f'caisson_quota_refusals_total{{quota="{quota}",tenant="{t.tenant_id}"}}' in metrics
 
 
-def test_a_sessions_disk_is_what_it_asks_within_its_tenants_max_disk(
+@pytest.mark.anyio
+async def test_a_sessions_disk_is_what_it_asks_within_its_tenants_max_disk(
     sqlite_api: Api, docker_engine: docker.DockerClient
 ) -> None:
     """Not asked, a session's disk limit is the tenant's max_disk; asked, the size asked. The
@@ -205,14 +205,10 @@ def test_a_sessions_disk_is_what_it_asks_within_its_tenants_max_disk(
             c.delete(f"/sessions/{sid}")
     assert sizes == {None: "1g", "256m": "256m"}
 
-    async def refused() -> str:
-        async with RemoteRuntime(api.url, t.token) as rt:
-            with pytest.raises(CaissonError) as exc:
-                await rt.open_session(limits={"disk": "256m", "nofile": 100})
-            return str(exc.value)
-
-    said = anyio.run(refused)
-    assert "limits.nofile" in said, said
+    async with RemoteRuntime(api.url, t.token) as rt:
+        with pytest.raises(CaissonError) as refused:
+            await rt.open_session(limits={"disk": "256m", "nofile": 100})
+    assert "limits.nofile" in str(refused.value), refused.value
 
 
 def test_body_size_limit(api: Api) -> None:
