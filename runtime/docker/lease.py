@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import docker
 
@@ -37,6 +37,10 @@ class LeaseKeeper(Periodic):
         self._client = client
         self._leased = leased
         self._renewed: dict[str, float] = {}
+        # Renewals under way, by container: a tick never waits for one, so a renewal the engine
+        # holds up (a wedged container's exec waits out the client's 60 s timeout) delays only
+        # its own session's lease, not every other session's.
+        self._started: dict[str, tuple[float, Future[bool]]] = {}
         self._workers = ThreadPoolExecutor(max_workers=RENEWERS, thread_name_prefix="caisson-lease")
 
     def stop(self) -> None:
@@ -45,15 +49,22 @@ class LeaseKeeper(Periodic):
 
     def tick(self) -> None:
         now = time.monotonic()
+        for container_id, (started, future) in list(self._started.items()):
+            if future.done():
+                del self._started[container_id]
+                if future.result():
+                    self._renewed[container_id] = started
         leased = self._leased()
         due = sorted(
-            (c for c, (grace, _) in leased.items() if now - self._renewed.get(c, 0.0) >= grace / RENEWALS_PER_GRACE),
+            (
+                c for c, (grace, _) in leased.items()
+                if c not in self._started and now - self._renewed.get(c, 0.0) >= grace / RENEWALS_PER_GRACE
+            ),
             key=lambda c: self._renewed.get(c, 0.0),  # the most overdue first
         )
-        renewed = self._workers.map(lambda c: self._renew(c, gvisor=leased[c][1]), due)
-        for container_id, ok in zip(due, renewed, strict=True):
-            if ok:
-                self._renewed[container_id] = now
+        for container_id in due:
+            gvisor = leased[container_id][1]
+            self._started[container_id] = (now, self._workers.submit(self._renew, container_id, gvisor=gvisor))
         for gone in set(self._renewed) - set(leased):
             del self._renewed[gone]
 

@@ -41,3 +41,36 @@ def test_every_lease_is_renewed_within_its_grace_with_a_slow_engine(monkeypatch:
     print(f"{SESSIONS} leases, {RENEWAL_SECONDS} s per renewal: longest without one {worst:.1f} s (grace {GRACE} s)")
     assert len(renewals) == SESSIONS
     assert worst < GRACE
+
+
+def test_a_renewal_the_engine_holds_up_delays_no_other_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wedged container's renewal waits out the engine client's timeout (60 s). Before, each
+    round waited for all its renewals, so that one renewal stopped every other session's lease
+    and idle sessions with a short grace ended while their controller lived."""
+    renewals: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def renewal(client: object, container_id: str, *, gvisor: bool) -> None:
+        if container_id == "wedged":
+            release.wait(60)
+        with lock:
+            renewals.setdefault(container_id, []).append(time.monotonic())
+
+    monkeypatch.setattr(containers, "renew_lease", renewal)
+    grace = 3.0
+    leased = {"wedged": (grace, True), **{f"c{i}": (grace, False) for i in range(4)}}
+    keeper = lease.LeaseKeeper(None, lambda: leased)  # type: ignore[arg-type]
+    started = time.monotonic()
+    keeper.start()
+    time.sleep(4 * grace)
+    release.set()
+    keeper.stop()
+    ended = time.monotonic()
+    worst = max(
+        max(b - a for a, b in zip([started, *renewals.get(c, [])], [*renewals.get(c, []), ended], strict=True))
+        for c in leased if c != "wedged"
+    )
+    print(f"one renewal held up {4 * grace:g} s: the other leases' longest gap without a renewal {worst:.1f} s "
+          f"(grace {grace:g} s)")
+    assert worst < grace

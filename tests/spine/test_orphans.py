@@ -83,6 +83,7 @@ async def test_reattach_within_the_grace_keeps_the_session(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
 async def test_a_living_controller_keeps_idle_sessions(rt: Runtime, gvisor: bool) -> None:
-    async with rt.session(grace=3, gvisor=gvisor) as s:
-        await anyio.sleep(10)  # no calls, three graces: only the lease renewals keep it
+    # A grace of some seconds: under gVisor a renewal is an exec, which takes seconds on a busy host.
+    async with rt.session(grace=5, gvisor=gvisor) as s:
+        await anyio.sleep(12)  # no calls, over two graces: only the lease renewals keep it
         assert (await s.exec("echo alive")).stdout == "alive\n"
