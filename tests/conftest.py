@@ -10,7 +10,15 @@ import pytest
 
 from caisson import Runtime, Session
 from caisson.config import RuntimeConfig
+from caisson.docker.containers import LABEL_OWNER
 from caisson.docker.images import build_image
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A failure's report as it happens, not only at the end: a run cut short (CI's time limit)
+    still shows why its tests failed."""
+    if report.failed:
+        print(f"\n---- {report.nodeid} failed ({report.when}) ----\n{report.longreprtext}\n", flush=True)
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +33,24 @@ async def rt(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> As
         # Same as the test command's set-up; here too so a changed daemon is never tested stale.
         await anyio.to_thread.run_sync(build_image, runtime.backend.client)  # type: ignore[attr-defined]
         yield runtime
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def no_containers_left_over(rt: Runtime) -> None:
+    """Before a module, this process's containers that no open session holds are ones an earlier
+    test left running: they are named and removed, so one failure does not slow the rest."""
+
+    def sweep() -> list[str]:
+        held = {s.container_id for s in list(rt._sessions.values())}
+        client = rt.backend.client  # type: ignore[attr-defined]
+        rows = client.api.containers(filters={"label": f"{LABEL_OWNER}={rt.config.owner}"})
+        left = [row for row in rows if row["Id"] not in held]
+        for row in left:
+            client.api.remove_container(row["Id"], force=True)
+        return [f"{row['Id'][:12]} ({row['Status']})" for row in left]
+
+    if left := await anyio.to_thread.run_sync(sweep):
+        print(f"\n{len(left)} container(s) of earlier tests were still running, now removed: {', '.join(left)}")
 
 
 @pytest.fixture
