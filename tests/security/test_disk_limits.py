@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
@@ -98,35 +99,39 @@ async def test_every_writer_stops_at_the_quota(rt: Runtime, gvisor: bool) -> Non
     tried = landed = 0
     slowest = [0.0]
     stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg, AsyncExitStack() as sessions:
         tg.start_soon(bystander, rt, slowest, stop)
         for name, command in WRITERS.items():
             quota = QUOTAS.get(name, QUOTA)
-            async with rt.session(gvisor=gvisor, limits=Limits(disk=f"{quota // 1024**2}m")) as s:
-                before = await anyio.to_thread.run_sync(_used, root)
-                if name in HELD:
-                    task = await s.spawn(command)
-                    out = ""
-                    while "held" not in out:
-                        chunk = await s.task_read(task.task_id, wait=5)
-                        out += chunk.stdout + chunk.stderr
-                        assert chunk.running or "held" in out, out
-                    r = ExecResult(stdout=out, stderr="", exit_code=None)
-                else:
-                    r = await s.exec(command, timeout=300)
-                gained = await anyio.to_thread.run_sync(_used, root) - before
-                if name in HELD:
-                    await s.task_signal(task.task_id)
-                alive = await s.exec("echo alive", timeout=60)
-                tried += 1
-                over = gained > quota * 1.1
-                landed += over
-                said = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
-                answers = alive.stdout == "alive\n"
-                print(f"  {name} ({'gVisor' if gvisor else 'runc'}): host disk gained {gained / 1024**2:.0f} MiB, "
-                      f"session {'answers' if answers else 'LOST'}; it said {said[0][:100]!r}")
-                assert answers, name
-                assert not over, f"{name}: {gained / 1024**2:.0f} MiB"
+            # Each writer's session stays until all are measured: the space of a removed one is
+            # given back by btrfs' cleaner in the background (10-20 s each with quotas), which
+            # the next writer's measurement would have to wait for.
+            limits = Limits(disk=f"{quota // 1024**2}m")
+            s = await sessions.enter_async_context(rt.session(gvisor=gvisor, limits=limits))
+            before = await anyio.to_thread.run_sync(_used, root)
+            if name in HELD:
+                task = await s.spawn(command)
+                out = ""
+                while "held" not in out:
+                    chunk = await s.task_read(task.task_id, wait=5)
+                    out += chunk.stdout + chunk.stderr
+                    assert chunk.running or "held" in out, out
+                r = ExecResult(stdout=out, stderr="", exit_code=None)
+            else:
+                r = await s.exec(command, timeout=300)
+            gained = await anyio.to_thread.run_sync(_used, root) - before
+            if name in HELD:
+                await s.task_signal(task.task_id)
+            alive = await s.exec("echo alive", timeout=60)
+            tried += 1
+            over = gained > quota * 1.1
+            landed += over
+            said = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+            answers = alive.stdout == "alive\n"
+            print(f"  {name} ({'gVisor' if gvisor else 'runc'}): host disk gained {gained / 1024**2:.0f} MiB, "
+                  f"session {'answers' if answers else 'LOST'}; it said {said[0][:100]!r}")
+            assert answers, name
+            assert not over, f"{name}: {gained / 1024**2:.0f} MiB"
         stop.set()
     print(f"disk writers ({mechanism}, {'gVisor' if gvisor else 'runc'}): tried {tried}, landed {landed} past quota + 10 %; "
           f"slowest bystander call {slowest[0]:.2f} s")

@@ -167,13 +167,20 @@ async def test_150_noisy_tasks_then_a_memory_hog(rt: Runtime) -> None:
     async with rt.session(gvisor=True, limits={"memory": "512m"}) as s:
         started: list[str] = []
         refused: list[str] = []
+        # Each task waits (on a FIFO nobody writes: no process of its own) until all are asked
+        # for, then is noisy: asked for under the others' noise, the 150 took 110 s.
+        await s.exec("mkfifo /tmp/hold")
         for i in range(150):
             try:
-                task = await s.spawn(f"while :; do echo task {i} is noisy; done")
+                task = await s.spawn(
+                    f"exec 3<>/tmp/hold; until [ -e /tmp/go ]; do read -t 0.2 -u 3; done; "
+                    f"while :; do echo task {i} is noisy; done"
+                )
                 started.append(task.task_id)
             except OpError as exc:
                 assert exc.code == "process_limit" and NOTE in str(exc), exc
                 refused.append(str(exc))
+        await s.write_file("/tmp/go", b"")
         await anyio.sleep(5)  # let them be noisy for a while
         limit = gvisor_processes(512)
         listed = await s.task_list()
