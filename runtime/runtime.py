@@ -226,7 +226,9 @@ class Runtime:
         self._starting.add(pooled.session_id)
         stream: ByteTransport | None = None
         try:
-            stream = await self.backend.connect(pooled, None, timeout=self.config.start_timeout)
+            # Its daemon listened when it was pooled: not reachable now means dead, not starting
+            # (waiting for it held a session's start for the whole start timeout, 30 s).
+            stream = await self.backend.connect(pooled, None, timeout=self.config.start_timeout, wait=False)
             channel = Channel(stream, max_frame=cfg.max_frame, name=pooled.session_id, explain_death=self._death_cause(pooled.id))
             return await self._attach_session(
                 pooled.session_id, pooled.id, cfg, channel, policy, approval_handler, interaction_handler
