@@ -269,10 +269,21 @@ class Store:
             await self._run(lambda c: c.execute(sessions.delete().where(sessions.c.id.in_(seats), sessions.c.state == "starting")))
 
     async def close_session(self, session_id: str, reason: str = CLOSED_ON_REQUEST) -> None:
-        stmt = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
-            state="closed", closed=time.time(), closed_reason=reason[:1000]
+        """Closed, and its pending approvals expired with it: the calls waiting for them (in
+        any server process: each re-reads its approval) end now, not at the approval timeout."""
+        now = time.time()
+        closing = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
+            state="closed", closed=now, closed_reason=reason[:1000]
         )
-        await self._run(lambda c: c.execute(stmt))
+        expiring = approvals.update().where(approvals.c.session_id == session_id, approvals.c.state == "pending").values(
+            state="expired", message=f"its session was closed ({reason[:200]}); denied", answered=now
+        )
+
+        def work(c: Connection) -> None:
+            c.execute(closing)
+            c.execute(expiring)
+
+        await self._run(work)
 
     async def beat(self, server: str) -> bool:
         """``server`` is alive now; whether the store still knew it (False: it is new, or the

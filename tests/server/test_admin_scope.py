@@ -74,6 +74,7 @@ def test_a_tenant_key_reaches_no_admin_route_and_no_other_tenant(api: Api) -> No
     victim, attacker = api.tenant("victim"), api.tenant("attacker")
     with victim.client() as cv, attacker.client() as ca, api.admin as admin:
         sid = open_session(cv)
+        waiting, box = call_in_thread(victim, sid, {"command": DANGEROUS})  # nothing answers it
         own = open_session(ca)
         assert ca.post(f"/v1/sessions/{own}/calls", json={"tool": "calculate", "args": {"expression": "2+2"}}).json()["ok"]
         marker = "victim-secret-" + secrets.token_hex(4)
@@ -81,7 +82,6 @@ def test_a_tenant_key_reaches_no_admin_route_and_no_other_tenant(api: Api) -> No
         task = cv.post(f"/v1/sessions/{sid}/tasks", json={"command": "sleep 300"}).json()["task_id"]
         snap = cv.post(f"/v1/sessions/{sid}/snapshot").json()["id"]
         call_id = cv.post(f"/v1/sessions/{sid}/calls", json={"tool": "calculate", "args": {"expression": "1+1"}}).json()["call_id"]
-        waiting, box = call_in_thread(victim, sid, {"command": DANGEROUS})
         approval = wait_for_pending(cv)["id"]
         admin_key = admin.get("/v1/keys").json()["items"][0]["id"]
         tenants_before = admin.get("/v1/tenants", params={"limit": 10_000}).json()["items"]
@@ -174,8 +174,12 @@ def test_a_tenant_key_reaches_no_admin_route_and_no_other_tenant(api: Api) -> No
             only = admin.get(path, params={"limit": 10_000, "tenant_id": victim.tenant_id}).json()["items"]
             assert only and {item.get("tenant_id", item.get("tenant")) for item in only} == {victim.tenant_id}, path
         assert admin.delete(f"/v1/sessions/{sid}").status_code == 204
-        waiting.join(60)
-        assert not waiting.is_alive() and "result" in box                  # the waiting call ended with its session
+        # The waiting call ends with its session (before, it waited out the approval timeout).
+        waiting.join(30)
+        assert not waiting.is_alive() and "result" in box
+        result = box["result"]
+        assert result["decision"] == "denied" and "its session was closed" in result["text"], result
+        assert cv.get(f"/v1/approvals/{approval}").json()["state"] == "expired"
         closed = cv.get(f"/v1/sessions/{sid}").json()
         assert (closed["state"], closed["closed_reason"]) == ("closed", "closed on request")
         assert ca.delete(f"/v1/sessions/{own}").status_code == 204
