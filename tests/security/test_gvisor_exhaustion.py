@@ -58,7 +58,7 @@ NOTE = "process limit reached"
 # The call's timeout: under gVisor the watch must end a bomb well before it. On runc a bomb
 # holds the pids limit until the timeout ends its tree, which a few seconds show as well.
 BOMB_TIMEOUT = 20
-RUNC_BOMB_TIMEOUT = 8
+RUNC_BOMB_TIMEOUT = 4
 # runc's pids cgroup stops a thread bomb at once, in the kernel: a short call shows it.
 RUNC_THREAD_BOMB_TIMEOUT = 3
 
