@@ -54,6 +54,7 @@ class Status(NamedTuple):
     uid: int  # real
     threads: int
     groups: List[int]
+    stopped: bool
 
 
 def _field(status: bytes, key: bytes) -> bytes:
@@ -81,12 +82,14 @@ def statuses() -> Iterator[Status]:
         finally:
             os.close(fd)
         try:
+            state = _field(status, b"State").split()[0]
             yield Status(
                 int(name),
-                _field(status, b"State").split()[0] == b"Z",
+                state == b"Z",
                 int(_field(status, b"Uid").split()[0]),
                 int(_field(status, b"Threads") or b"1"),
                 [int(g) for g in _field(status, b"Groups").split()],
+                state == b"T",
             )
         except (ValueError, IndexError):
             continue  # cut short as it exited
@@ -164,10 +167,11 @@ def _kill_escaped(marker: int) -> int:
     (40 processes at the limit, 5 s of rounds). So once the killed are gone, every process
     of the escaped ones' users is stopped at once, with one ``kill(-1)`` as that user (one
     pass in the kernel: no fork slips between two signals), the group is killed, and the
-    users' other processes go on.
+    users' other processes go on (but those the agent had stopped itself).
     """
     sent = _killed[marker]
     users: Set[int] = set()
+    held: Set[int] = set()  # the users' processes that were stopped before: they stay so
     count = 0
     deadline = time.monotonic() + ESCAPE_DEADLINE
     try:
@@ -177,7 +181,9 @@ def _kill_escaped(marker: int) -> int:
             new = [st for st in _group_left(marker) if st.pid not in sent]
             if not new or time.monotonic() >= deadline:
                 break
-            users |= {st.uid for st in new if st.uid != 0}
+            more = {st.uid for st in new if st.uid != 0} - users
+            held |= {st.pid for st in statuses() if st.uid in more and st.stopped}
+            users |= more
             for uid in users:
                 signal_user(uid, signal.SIGSTOP)
             time.sleep(0.01)  # the stops land
@@ -186,8 +192,10 @@ def _kill_escaped(marker: int) -> int:
                     sent.add(st.pid)
                     count += 1
     finally:
-        for uid in users:
-            signal_user(uid, signal.SIGCONT)
+        # One by one: the escaped are gone, so no fork slips between two signals now.
+        for st in statuses():
+            if st.uid in users and st.pid not in held:
+                send(st.pid, signal.SIGCONT)
     return count
 
 

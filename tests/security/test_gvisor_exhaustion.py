@@ -134,10 +134,14 @@ async def test_a_fork_loop_leaves_no_process_behind_and_the_agents_others_go_on(
     forks for a while after its SIGSTOP and its SIGKILL, and about 1 kill in 2 left survivors,
     which held the limit, spinning, and 1 in 6 until the sandbox ran out of host threads (its
     session lost 20-40 s later). Now, when the call that met the limit returns, none of the
-    loop's processes is left, and the agent's other work, stopped meanwhile, goes on."""
+    loop's processes is left, and the agent's other work, stopped meanwhile, goes on (but a
+    process the agent had stopped itself)."""
     async with rt.session(gvisor=True, limits={"memory": "512m"}) as s:
         # Forks nothing (bash waits 1-16 s before it tries a refused fork again).
         ticker = await s.spawn("perl -e '$| = 1; for (my $i = 1; ; $i++) { print \"$i\\n\"; select(undef, undef, undef, 0.2) }'")
+        # One the agent stopped itself: the kills' stopping and continuing of its processes
+        # must leave it stopped (before, it was continued with the rest).
+        paused = await s.spawn("kill -STOP $$; echo resumed")
         container = rt.backend.client.containers.get(s.container_id)  # type: ignore[attr-defined]
         tried = landed = 0
         for round_ in range(8):
@@ -161,6 +165,9 @@ async def test_a_fork_loop_leaves_no_process_behind_and_the_agents_others_go_on(
         running = [t.running for t in await s.task_list() if t.task_id == ticker.task_id]
         said = (await s.task_read(ticker.task_id)).stderr[-300:]
         assert running == [True] and after > before, (running, said)
+        resumed = "resumed" in (await s.task_read(paused.task_id)).stdout
+        print(f"gvisor: the task the agent had stopped itself is {'RESUMED' if resumed else 'still stopped'}")
+        assert not resumed
 
 
 async def test_150_noisy_tasks_then_a_memory_hog(rt: Runtime) -> None:
