@@ -149,8 +149,10 @@ async def test_a_write_past_the_quota_says_so(rt: Runtime) -> None:
 async def test_a_session_at_its_quota_keeps_its_controller(rt: Runtime) -> None:
     """The controller's lease is a file it renews in the container: a full quota must not
     stop that, or the daemon takes its controller for gone and ends the session."""
-    # A session whose quota is full, then idle for three graces. A grace of 10 s: right after
-    # the writers above, btrfs' cleaner can hold the engine's calls for seconds.
+    # Once btrfs has cleaned the writers' sessions above: meanwhile its cleaner held the
+    # engine's calls, renewals too, for over 40 s (a slow engine is not what this test is about).
+    await anyio.to_thread.run_sync(_cleaned, str(rt.backend.client.info()["DockerRootDir"]))  # type: ignore[attr-defined]
+    # A session whose quota is full, then idle for three graces.
     async with rt.session(limits=Limits(disk="30m"), grace=10) as s:
         full = await s.exec(
             "python3 -c \"import os\nn=0\ntry:\n  while True:\n    os.close(os.open('m%d' % n, os.O_CREAT|os.O_WRONLY)); n += 1\n"
