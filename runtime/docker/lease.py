@@ -45,7 +45,8 @@ class LeaseKeeper(Periodic):
 
     def stop(self) -> None:
         super().stop()
-        self._workers.shutdown(wait=True, cancel_futures=True)
+        # Renewals under way end by themselves (each engine call has the client's timeout).
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
     def tick(self) -> None:
         now = time.monotonic()

@@ -1,15 +1,18 @@
 """Lease renewals keep pace with many sessions on a slow engine: each renewal is an engine
 call that took up to seconds on a loaded host, and made one after another, 50 sessions'
 renewals outlasted their grace, so idle sessions ended by themselves. The engine's slowness is
-stood in (a real engine cannot be made slow on demand); the keeper is the real one."""
+stood in (a real engine cannot be made slow on demand); the keeper is the real one. A renewal
+never waits for an exec that does not end (a real one)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import anyio
 import pytest
 
+from caisson import Runtime
 from caisson.docker import containers, lease
 
 SESSIONS = 40
@@ -74,3 +77,29 @@ def test_a_renewal_the_engine_holds_up_delays_no_other_lease(monkeypatch: pytest
     print(f"one renewal held up {4 * grace:g} s: the other leases' longest gap without a renewal {worst:.1f} s "
           f"(grace {grace:g} s)")
     assert worst < grace
+
+
+@pytest.mark.anyio
+async def test_a_renewal_never_waits_for_an_exec_that_does_not_end(rt: Runtime) -> None:
+    """Where the lease is dated by an exec (gVisor, a full quota), an exec the engine never
+    ended held its renewal forever (the engine client reads an exec's output with no timeout),
+    and the runtime's close waited for it: a whole test run hung. Here ``touch`` never ends."""
+    async with rt.session() as s:
+        r = await s.exec("printf '#!/bin/sh\\nexec sleep 3600\\n' > /usr/bin/touch", user="root")
+        assert r.exit_code == 0, r.stderr
+        done = threading.Event()
+        client = rt.backend.client  # type: ignore[attr-defined]
+
+        def renew() -> None:
+            containers.renew_lease(client, s.container_id, gvisor=True)
+            done.set()
+
+        started = time.monotonic()
+        threading.Thread(target=renew, daemon=True).start()
+        returned = await anyio.to_thread.run_sync(done.wait, 30)
+        took = time.monotonic() - started
+        hanging = (await s.exec("pgrep -c -f 'sleep 3600'", user="root")).stdout.strip()
+        outcome = f"returned after {took:.1f} s" if returned else "STILL WAITING at 30 s"
+        print(f"a renewal whose exec never ends: {outcome}; its exec still running: {hanging}")
+        assert hanging == "1"  # the exec really does not end
+        assert returned
