@@ -64,6 +64,8 @@ def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
             result = dict(_meta(st, target), exists=True, realpath=realpath)
             if head and follow and stat.S_ISREG(st.st_mode):
                 data = _head(fd, head, result)
+            if args["writable"] and stat.S_ISREG(st.st_mode):
+                result["writable"] = _writable(fd)
         finally:
             os.close(fd)
     return result, data
@@ -88,6 +90,17 @@ def _missing(res: Resolver, path: str, nearest: bool) -> Dict[str, Any]:
                 os.close(fd)
             break
     return result
+
+
+def _writable(fd: int) -> bool:
+    """Whether the request's user may open the regular file ``fd`` (an O_PATH descriptor) for
+    writing: opened so (no truncation, nothing written) and closed; the kernel decides, with
+    the user's groups, the file's mode and ACLs, and a read-only mount or immutable file."""
+    try:
+        os.close(os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError:
+        return False
+    return True
 
 
 def _head(fd: int, size: int, result: Dict[str, Any]) -> bytes:

@@ -128,6 +128,7 @@ OPS: Tuple[Op, ...] = (
         Arg("read", INTEGER, 0, "with follow, also give this many bytes of a regular file the caller can read "
             "(the blob), from the very file realpath names", low=0, high=MAX_BLOB),
         Arg("nearest", BOOLEAN, False, "a missing path also gives `nearest`: the real path a new file there would have"),
+        Arg("writable", BOOLEAN, False, "a regular file also gives `writable`: whether the caller may open it for writing"),
     ) + FS_ARGS, (
         Out("exists"),
         Out("type", "file, dir, symlink or other"),
@@ -138,6 +139,7 @@ OPS: Tuple[Op, ...] = (
         Out("read_eof", "with read: the blob is the whole file"),
         Out("sha256", "with read, when read_eof: the whole file's hash"),
         Out("nearest", "with nearest, when missing: its deepest existing ancestor's realpath joined with the rest"),
+        Out("writable", "with writable, for a regular file: opened for writing as the caller, it was (nothing written)"),
     ), blob_out="with `read`: the file's first bytes"),
     Op("read", "A byte range of a regular file.", (
         Arg("path", STRING, doc="absolute path"),

@@ -107,6 +107,8 @@ class StatResult(_FileMeta):
     head: bytes = b""
     # Asked for with ``nearest``, for a missing path: the real path a new file there would have.
     nearest: str | None = None
+    # Asked for with ``writable``, for a regular file: whether the caller may open it for writing.
+    writable: bool | None = None
 
 
 class ReadResult(_Reply):

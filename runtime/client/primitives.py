@@ -258,15 +258,20 @@ class SandboxClient:
             got += len(piece)
         return b"".join(parts)
 
-    async def stat(self, path: str, *, follow: bool = True, read: int = 0, nearest: bool = False) -> StatResult:
+    async def stat(
+        self, path: str, *, follow: bool = True, read: int = 0, nearest: bool = False, writable: bool = False
+    ) -> StatResult:
         """``read``: also the first ``read`` bytes of a regular file the caller can read (``head``,
         from the very file ``realpath`` names). ``nearest``: a missing path also gives the real
-        path a new file there would have. Both save the caller's next round trip."""
+        path a new file there would have. ``writable``: a regular file also gives whether the
+        caller may open it for writing. Each saves the caller's next round trip."""
         args: dict[str, Any] = {"path": self.resolve(path), "follow": follow}
         if read:
             args["read"] = read
         if nearest:
             args["nearest"] = True
+        if writable:
+            args["writable"] = True
         result, head = await self.op("stat", args)
         return self._model(StatResult, "stat", {**result, "head": head})
 

@@ -1,11 +1,11 @@
 """A tenant's copy-in: a tar stream extracted into a session as the agent's files, all or
 nothing. The archive is read whole and every member's landing decided before the first write:
 its name by the session's policy (``writes.check``, as a file write), and what the session holds
-there now (a symbolic link on the way, a directory where a file goes, a file with other names
-refuse the archive at once). Then directories are made, new files written, existing files
-replaced and symbolic links made, each change plain. What stops it after that (a link the
-agent swapped in meanwhile, a file the agent may not write, a full disk) removes again what it
-had made anew.
+there now (a symbolic link on the way, a directory where a file goes, a file with other names,
+a file the agent may not open for writing refuse the archive at once). Then directories are
+made, new files written, existing files replaced and symbolic links made, each change plain.
+What stops it after that (a link the agent swapped in meanwhile, a file made unwritable
+meanwhile, a full disk) removes again what it had made anew.
 
 A hard-link member is taken as another name of a regular file earlier in the same archive (as
 tar writes a file's second name) and lands as a copy of it: a link in the session to a file
@@ -143,7 +143,7 @@ async def _look(live: Live, paths: Iterable[str]) -> dict[str, StatResult]:
 
     async def worker() -> None:
         for path in pending:
-            found[path] = await live.agent.stat(path, follow=False, nearest=True)
+            found[path] = await live.agent.stat(path, follow=False, nearest=True, writable=True)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -181,6 +181,9 @@ def _obstacle(path: str, kind: Kind, st: StatResult) -> OpError | None:
     if kind == "file" and st.nlink > 1:
         return OpError("permission_denied", f"refused the archive, nothing was written: {path} has other names in the "
                        f"session (hard links), which a write would change too; {INSTEAD}")
+    if kind == "file" and st.writable is False:
+        return OpError("permission_denied", f"refused the archive, nothing was written: {path} is a file the agent "
+                       "may not write; leave it out of the archive, or copy elsewhere")
     return None
 
 
