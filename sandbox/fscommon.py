@@ -6,6 +6,7 @@ import stat
 from typing import Any, Dict, Optional, Tuple
 
 from .errors import DaemonError
+from .pathres import Resolver
 from .users import resolve_user
 
 CHUNK = 1024 * 1024
@@ -57,3 +58,14 @@ def owner_ids(args: Dict[str, Any]) -> Optional[Tuple[int, int]]:
         return None
     info = resolve_user(owner)
     return info.uid, info.gid
+
+
+# A path that is not there (or has a file where a directory should be).
+MISSING = (FileNotFoundError, NotADirectoryError)
+
+
+def open_or_none(res: Resolver, path: str, flags: int) -> Optional[int]:
+    try:
+        return res.open(path, flags)
+    except MISSING:
+        return None

@@ -27,7 +27,7 @@ from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import abspath, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
-from .ops_files import make_dir, plain_parent
+from .ops_dirs import make_dir, plain_parent
 from .pathres import Resolver, fd_path
 from .syscalls import RENAME_EXCHANGE, renameat2
 

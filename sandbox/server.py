@@ -21,6 +21,7 @@ from . import (
     __version__,
     cancel,
     listen,
+    ops_dirs,
     ops_files,
     ops_info,
     ops_net,
@@ -48,7 +49,7 @@ def build_ops() -> Dict[str, Handler]:
     """Merge the op tables of all op modules; adding an op is one line in its module and
     its declaration in ``opspec``."""
     ops: Dict[str, Handler] = {}
-    for module in (ops_info, ops_files, ops_write, ops_process, ops_net, search, cancel):
+    for module in (ops_info, ops_files, ops_dirs, ops_write, ops_process, ops_net, search, cancel):
         for name, handler in module.OPS.items():
             if name in ops:
                 raise RuntimeError("op %r registered twice" % name)

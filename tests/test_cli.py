@@ -105,13 +105,13 @@ def test_image_ls_prune_and_gc(tmp_path: Path) -> None:
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     client = docker.from_env()
-    before = {c.id for c in client.containers.list(all=True)}
+    before = {c.id for c in client.containers.list(all=True, sparse=True)}
     proc = caisson("demo", state=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "hello from agent in /workspace" in proc.stdout and "exit code 3" in proc.stdout
     assert "tick 3" in proc.stdout and "timed_out=True" in proc.stdout
     assert "+caisson writes atomically, with CAS" in proc.stdout and "decision=denied" in proc.stdout
-    assert {c.id for c in client.containers.list(all=True)} <= before  # nothing left behind
+    assert {c.id for c in client.containers.list(all=True, sparse=True)} <= before  # nothing left behind
 
 
 def test_audit_output_cannot_drive_the_terminal(tmp_path: Path) -> None:

@@ -20,14 +20,21 @@ from tests.loop import run_async
 LABEL = "caisson.session"
 
 
+def _labels(client: docker.DockerClient) -> list[dict[str, str]]:
+    # The engine's list alone: the client's model list also inspects each container, and one
+    # removed meanwhile (another test's) failed the call with a 404.
+    return [row["Labels"] for row in client.api.containers(all=True, filters={"label": LABEL})]
+
+
 def session_ids(client: docker.DockerClient) -> set[str]:
-    return {c.labels[LABEL] for c in client.containers.list(all=True, filters={"label": LABEL})}
+    return {labels[LABEL] for labels in _labels(client)}
 
 
 def sessions_of(client: docker.DockerClient, pid: int) -> set[str]:
     """Sessions whose owner is process ``pid`` (the owner label is host:pid:start)."""
-    rows = client.containers.list(all=True, filters={"label": LABEL})
-    return {c.labels[LABEL] for c in rows if c.labels.get("caisson.owner", "").split(":")[1:2] == [str(pid)]}
+    return {
+        labels[LABEL] for labels in _labels(client) if labels.get("caisson.owner", "").split(":")[1:2] == [str(pid)]
+    }
 
 
 class McpClient:

@@ -451,9 +451,7 @@ def renew_lease(
             return False
         except docker.errors.APIError:
             pass  # a session at its disk quota cannot take a new file: date the old one instead
-    # Dating the existing file needs no new space (a full quota still takes it). Detached: the
-    # engine client reads an exec's output with no timeout, and an exec the engine never ends
-    # (its container going away meanwhile) held the renewal, and the runtime's close, forever.
+    # No new space needed (a full quota takes it); detached: the client awaits exec output with no timeout.
     try:
         with engine_errors("renewing a session's lease"):
             exec_id = client.api.exec_create(container_id, ["touch", "-d", f"@{stamp}", LEASE_PATH], user="0")["Id"]

@@ -39,7 +39,7 @@ def _open(t: TenantKey, n: int) -> list[str]:
 
 
 def _containers(engine: docker.DockerClient, sids: list[str]) -> list[str]:
-    return [c.id for sid in sids for c in engine.containers.list(all=True, filters={"label": f"caisson.session={sid}"})]
+    return [c.id for sid in sids for c in engine.containers.list(all=True, sparse=True, filters={"label": f"caisson.session={sid}"})]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
