@@ -36,7 +36,7 @@ async def rt(anyio_backend: str, tmp_path_factory: pytest.TempPathFactory) -> As
 
 
 @pytest.fixture(scope="module", autouse=True)
-async def no_containers_left_over(rt: Runtime) -> None:
+async def no_containers_left_over(rt: Runtime, request: pytest.FixtureRequest) -> None:
     """Before a module, this process's containers that no open session holds are ones an earlier
     test left running: they are named and removed, so one failure does not slow the rest."""
 
@@ -50,7 +50,18 @@ async def no_containers_left_over(rt: Runtime) -> None:
         return [f"{row['Id'][:12]} ({row['Status']})" for row in left]
 
     if left := await anyio.to_thread.run_sync(sweep):
-        print(f"\n{len(left)} container(s) of earlier tests were still running, now removed: {', '.join(left)}")
+        LEFT_OVER.append(f"before {request.node.nodeid}: {', '.join(left)}")
+
+
+# What the sweep above removed, said in the run's summary (a fixture's print is captured).
+LEFT_OVER: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if LEFT_OVER:
+        terminalreporter.section("containers earlier tests left running (removed)")
+        for line in LEFT_OVER:
+            terminalreporter.line(line)
 
 
 @pytest.fixture
