@@ -271,17 +271,13 @@ class Store:
     async def close_session(self, session_id: str, reason: str = CLOSED_ON_REQUEST) -> None:
         """Closed, and its pending approvals expired with it: the calls waiting for them (in
         any server process: each re-reads its approval) end now, not at the approval timeout."""
-        now = time.time()
         closing = sessions.update().where(sessions.c.id == session_id, sessions.c.state == "open").values(
-            state="closed", closed=now, closed_reason=reason[:1000]
-        )
-        expiring = approvals.update().where(approvals.c.session_id == session_id, approvals.c.state == "pending").values(
-            state="expired", message=f"its session was closed ({reason[:200]}); denied", answered=now
+            state="closed", closed=time.time(), closed_reason=reason[:1000]
         )
 
         def work(c: Connection) -> None:
             c.execute(closing)
-            c.execute(expiring)
+            _expire_pending(c, [session_id], f"its session was closed ({reason[:200]}); denied")
 
         await self._run(work)
 
@@ -327,13 +323,10 @@ class Store:
             c.execute(replicas.delete().where(replicas.c.name.in_(named)))
             theirs = sa.or_(sessions.c.server.in_(named), sessions.c.server.is_(None))
             c.execute(sessions.delete().where(sessions.c.state == "starting", theirs))
-            c.execute(approvals.update().where(
-                approvals.c.state == "pending",
-                approvals.c.session_id.in_(sa.select(sessions.c.id).where(sessions.c.state == "open", theirs)),
-            ).values(
-                state="expired", answered=time.time(),
-                message="the server holding the waiting call stopped before an answer; the call did not run",
-            ))
+            _expire_pending(
+                c, sa.select(sessions.c.id).where(sessions.c.state == "open", theirs),
+                "the server holding the waiting call stopped before an answer; the call did not run",
+            )
             rows = c.execute(sessions.select().where(sessions.c.state == "open", theirs)).mappings().all()
             c.execute(sessions.update().where(sessions.c.state == "open", theirs).values(server=server, server_url=server_url))
             return [
@@ -533,6 +526,14 @@ def _tenant(row: Any) -> TenantInfo:
     data = dict(row)
     data["quotas"] = Quotas.model_validate_json(data["quotas"])
     return TenantInfo.model_validate(data)
+
+
+def _expire_pending(c: Connection, session_ids: Any, message: str) -> None:
+    """The pending approvals of these sessions (ids, or a select of them) answered "expired":
+    each call waiting for one sees it at its next re-read of the store."""
+    c.execute(approvals.update().where(approvals.c.state == "pending", approvals.c.session_id.in_(session_ids)).values(
+        state="expired", message=message, answered=time.time()
+    ))
 
 
 def _approval(row: Any) -> ApprovalInfo:

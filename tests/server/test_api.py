@@ -310,6 +310,32 @@ def test_a_session_whose_container_ended_is_closed(sqlite_api: Api, docker_engin
         assert c.delete(f"/sessions/{again}").status_code == 204
 
 
+def test_a_call_waiting_for_approval_ends_with_its_session(api: Api, docker_engine: docker.DockerClient) -> None:
+    """However its session ends (its tenant closes it, its container is killed from outside),
+    a call waiting for an approval ends then, denied, not at the approval timeout (60 s here);
+    the approval can no longer be given."""
+    t = api.tenant("ends-waiting")
+    ended: dict[str, float] = {}
+    with t.client() as c:
+        for how in ("closed by its tenant", "container killed"):
+            sid = open_session(c)
+            thread, box = call_in_thread(t, sid, {"command": DANGEROUS})
+            pending = wait_for_pending(c)
+            started = time.monotonic()
+            if how == "closed by its tenant":
+                assert c.delete(f"/sessions/{sid}").status_code == 204
+            else:
+                for container in docker_engine.containers.list(filters={"label": f"caisson.session={sid}"}):
+                    container.kill()
+            thread.join(30)
+            ended[how] = time.monotonic() - started
+            assert not thread.is_alive(), how
+            result = box["result"]
+            assert result["decision"] == "denied" and "its session was closed" in result["text"], (how, result)
+            assert c.post(f"/approvals/{pending['id']}", json={"decision": "allow_once"}).status_code == 409
+    print(f"a call waiting for approval ended after its session: {', '.join(f'{k} {v:.1f} s' for k, v in ended.items())}")
+
+
 def test_tls_and_a_new_admin_key(sqlite_api: Api, sandbox_image: str, tmp_path: Path) -> None:
     """``--ssl-certfile/--ssl-keyfile`` serve HTTPS; ``--new-admin-key`` prints a further admin
     key for the same database (the way back from a lost one)."""
