@@ -184,8 +184,10 @@ class Backend(Protocol):
 
     async def base_files(self, container_id: str) -> BaseFiles: ...
 
-    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
-        """Call ``on_death(session id, why)`` for each session container as it dies, until cancelled."""
+    async def watch_deaths(self, on_death: Callable[[str, str, float], Awaitable[None]], since: float) -> None:
+        """Call ``on_death(session id, why, when)`` for each session container that died since
+        ``since`` (seconds since the epoch) and as each dies, until cancelled: a watcher
+        started late or again after an error misses no death."""
         ...
 
     async def death_cause(self, container_id: str) -> str | None:

@@ -96,7 +96,7 @@ class ProcessBackend:
     async def ping(self) -> None:
         pass
 
-    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
+    async def watch_deaths(self, on_death: Callable[[str, str, float], Awaitable[None]], since: float) -> None:
         await anyio.sleep_forever()
 
     async def facts(self) -> EngineFacts:

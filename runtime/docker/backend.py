@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import docker
@@ -315,23 +316,27 @@ class DockerBackend:
     async def base_files(self, container_id: str) -> BaseFiles:
         return await anyio.to_thread.run_sync(ImageProbe, self.client, container_id)
 
-    async def watch_deaths(self, on_death: Callable[[str, str], Awaitable[None]]) -> None:
+    async def watch_deaths(self, on_death: Callable[[str, str, float], Awaitable[None]], since: float) -> None:
         client = self.client
         filters = {"type": "container", "event": ["die"], "label": containers.LABEL_SESSION}
-        stream = await anyio.to_thread.run_sync(lambda: client.events(decode=True, filters=filters))
-        send, receive = anyio.create_memory_object_stream[dict[str, str]](100)
+        stream = await anyio.to_thread.run_sync(
+            lambda: client.events(decode=True, filters=filters, since=f"{since:.9f}")
+        )
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
 
         def pump() -> None:
             with send:
                 for event in stream:
-                    anyio.from_thread.run(send.send, (event.get("Actor") or {}).get("Attributes") or {})
+                    anyio.from_thread.run(send.send, event)
 
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: anyio.to_thread.run_sync(pump, abandon_on_cancel=True))
-                async for attributes in receive:
-                    session_id = attributes.get(containers.LABEL_SESSION, "")
-                    await on_death(session_id, f"its container stopped (exit code {attributes.get('exitCode', '?')})")
+                async for event in receive:
+                    attributes = (event.get("Actor") or {}).get("Attributes") or {}
+                    when = event.get("timeNano", 0) / 1e9 or float(event.get("time", since))
+                    why = f"its container stopped (exit code {attributes.get('exitCode', '?')})"
+                    await on_death(attributes.get(containers.LABEL_SESSION, ""), why, when)
         finally:
             stream.close()
 

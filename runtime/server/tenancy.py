@@ -98,6 +98,9 @@ class Tenancy:
         self._ended: dict[str, tuple[str, str]] = {}
         # One snapshot at a time per tenant: parallel ones must not all pass the disk check.
         self._snapshotting: dict[str, anyio.Lock] = {}
+        # The engine's deaths are read from here on: from this server's start, then from the
+        # last one seen, so a watcher started late or again after an error misses none.
+        self._deaths_since = time.time()
 
     # ---- look-ups -----------------------------------------------------------------------
 
@@ -323,12 +326,13 @@ class Tenancy:
     async def watch_deaths(self) -> None:
         """The engine's event stream: a session whose container dies leaves at once (its calls
         answer 410, its seat is free), not at the next sweep."""
-        async def died(session_id: str, why: str) -> None:
+        async def died(session_id: str, why: str, when: float) -> None:
+            self._deaths_since = max(self._deaths_since, when)
             live = self._live.get(session_id)
             if live is not None:
                 await self.dead(live, SessionError(why))
 
-        await self._rt.backend.watch_deaths(died)
+        await self._rt.backend.watch_deaths(died, self._deaths_since)
 
 
 def _add_egress(total: EgressStats, more: EgressStats) -> None:

@@ -170,3 +170,25 @@ async def test_reattach_needs_the_sessions_tenant(rt: Runtime) -> None:
     finally:
         if "again" in locals():
             await again.close()
+
+
+async def test_a_watcher_started_after_a_death_still_hears_of_it(rt: Runtime) -> None:
+    """The engine's death events are read from a point in time, so a server whose watcher
+    starts late, or again after the engine's stream broke, misses none: the session of a
+    container killed before the watcher began is reported, with the exit code."""
+    heard: dict[str, str] = {}
+
+    async def on_death(session_id: str, why: str, when: float) -> None:
+        heard[session_id] = why
+
+    async with rt.session() as s:
+        before = time.time()
+        rt.backend.client.containers.get(s.container_id).kill()
+        await anyio.sleep(1)  # the death is over before anyone listens
+        with anyio.move_on_after(15):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rt.backend.watch_deaths, on_death, before)
+                while s.id not in heard:
+                    await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+    assert "exit code 137" in heard.get(s.id, "nothing heard"), heard
