@@ -98,8 +98,9 @@ def check(spawner: Spawner) -> None:
 def watch(table: "ProcessTable") -> None:
     while True:
         time.sleep(INTERVAL)
+        looked = time.monotonic()
         agent, groups, running = count()
-        proctree.kill_escapes(running)
+        proctree.kill_escapes(running, looked, table.spawn_lock)
         if agent > PROCESSES and groups:
             marker = max(groups, key=lambda g: groups[g][0])
             reclaim.end(table, marker, groups[marker][1], "process_limit", NOTE)

@@ -37,6 +37,11 @@ class Proc:
         self.t0 = time.monotonic()
         self.exit_t: Optional[float] = None
         self.timer: Optional[List[Any]] = None  # pending timeout, see IOLoop.call_at
+        # Kills of its tree still killing what escaped them: until none, it is not finished
+        # (its caller must not see it end while its processes live on).
+        self.settling = 0
+        self.finish_due = False
+        self.killed = False  # by its last tree kill (see ProcessTable.kill)
 
     def status(self) -> Dict[str, Any]:
         """Caller holds ``cond``."""
@@ -51,6 +56,9 @@ class Proc:
     def finish_locked(self) -> None:
         """Main process gone and output complete (caller holds ``cond``)."""
         if self.finished:
+            return
+        if self.settling:
+            self.finish_due = True  # see ProcessTable.kill
             return
         self.finished = True
         self.cond.notify_all()

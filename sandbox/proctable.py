@@ -17,17 +17,18 @@ import contextlib
 import itertools
 import logging
 import os
+import queue
 import signal
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from . import landlock, memwatch, pidwatch, views
 from .errors import DaemonError
 from .ioloop import IOLoop
 from .landlock import ruleset_for
 from .process import Proc
-from .proctree import kill_tree, send, signal_tree
+from .proctree import kill_tree, kill_trees, send, settle, signal_tree
 from .spawner import Spawner
 
 log = logging.getLogger("caisson.proctable")
@@ -42,6 +43,9 @@ class ProcessTable:
         # Held while spawning and while reaping: a pid in ``live`` is never reaped
         # (so never reused) while someone holding this lock signals it.
         self.spawn_lock = threading.Lock()
+        # Kills waiting for the spawn lock: the first to get it kills them all (see kill).
+        self._kills: List[Proc] = []
+        self._kills_lock = threading.Lock()
         # First, while the daemon has no other thread: the spawner is a fork of this process.
         self.spawner = Spawner(own_clones_only=os.environ.get("CAISSON_GVISOR") == "1")
         self.live: Dict[int, Proc] = {}
@@ -51,6 +55,8 @@ class ProcessTable:
         self._task_ids = itertools.count(1)
         self._tasks_lock = threading.Lock()
         threading.Thread(target=self._reap, name="caisson-reaper", daemon=True).start()
+        self._timeouts: queue.SimpleQueue[Proc] = queue.SimpleQueue()
+        threading.Thread(target=self._kill_timed_out, name="caisson-timeouts", daemon=True).start()
         self._watching = False  # the resource watches of gVisor (memwatch, pidwatch) run
         # Set once what the first command would otherwise find out is done (see _warm_up).
         self.warm = threading.Event()
@@ -182,24 +188,69 @@ class ProcessTable:
     # -- signalling
 
     def _timed_out(self, proc: Proc) -> None:
-        with self.spawn_lock:
-            with proc.cond:
-                if proc.exited:
-                    return
-                proc.timed_out = True
-            log.info("pid %d timed out; killing its tree", proc.pid)
-            kill_tree(proc.pid, marker=proc.marker)
+        with proc.cond:
+            if proc.exited:
+                return
+            proc.timed_out = True
+        log.info("pid %d timed out; killing its tree", proc.pid)
+        # Not on the I/O loop's thread: under gVisor a kill waits for its processes to go.
+        self._timeouts.put(proc)
+
+    def _kill_timed_out(self) -> None:
+        """The thread that kills timed-out commands, started with the daemon: at a process
+        limit (a fork bomb's) no thread could be started for it."""
+        while True:
+            procs = [self._timeouts.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    procs.append(self._timeouts.get_nowait())
+            try:
+                self._kill(procs)
+            except Exception:
+                log.exception("killing timed-out commands failed")
 
     def signal(self, proc: Proc, sig: int, tree: bool) -> int:
+        if tree and sig == signal.SIGKILL:
+            return self._kill([proc])
         with self.spawn_lock:
             with proc.cond:
                 if proc.exited:
                     return 0
             if not tree:
                 return int(send(proc.pid, sig))
-            if sig == signal.SIGKILL:
-                return kill_tree(proc.pid, marker=proc.marker)
             return signal_tree(proc.pid, sig, proc.marker)
+
+    def _kill(self, procs: List[Proc]) -> int:
+        """Kill their trees, and what escapes the kills (``settle``, without the spawn lock,
+        so kills of many processes at once go on side by side); how many of their processes
+        were killed. None finishes before that."""
+        mine: List[Proc] = []
+        for proc in procs:
+            with proc.cond:
+                if not proc.exited:
+                    proc.settling += 1
+                    mine.append(proc)
+        try:
+            with self._kills_lock:
+                self._kills.extend(mine)
+            with self.spawn_lock:
+                # The kills asked for while another held the lock go in one pass: under gVisor
+                # beside busy work each look at every process takes a few hundred ms.
+                with self._kills_lock:
+                    batch, self._kills = self._kills, []
+                if batch:
+                    # Exited is set under this lock: a root not yet exited is not yet reaped.
+                    roots = [p for p in batch if not p.exited]
+                    killed = kill_trees([(p.pid, p.marker) for p in roots])
+                    for p in batch:
+                        p.killed = p in roots and p.pid in killed
+            return sum(int(p.killed) + settle(p.marker, self.spawn_lock) for p in mine)
+        finally:
+            for proc in mine:
+                with proc.cond:
+                    proc.settling -= 1
+                    if not proc.settling and proc.finish_due:
+                        proc.finish_locked()
 
     def kill_all(self) -> int:
         """Kill every descendant of the daemon (tasks, execs, adopted orphans)."""

@@ -10,46 +10,23 @@ import os
 import signal
 import threading
 import time
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Set
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 # How long a kill waits for its group's members to be gone and kills those that escaped it
 # (a gVisor fork loop's went within 2 s); what is left after, the process watch kills at a
 # later look.
 ESCAPE_DEADLINE = 5.0
-# marker -> the pids of its group sent SIGKILL: a member not among them escaped the kill.
-_killed: Dict[int, Set[int]] = {}
+# marker -> (when first killed, the pids of its group sent SIGKILL): a member not among them
+# escaped the kill.
+_killed: Dict[int, Tuple[float, Set[int]]] = {}
 _escapes_lock = threading.Lock()
-
-
-def children_map() -> Dict[int, List[int]]:
-    """ppid -> pids, from /proc/<pid>/stat."""
-    kids: Dict[int, List[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fd = os.open("/proc/%s/stat" % name, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue  # exited meanwhile
-        try:
-            data = os.read(fd, 1024)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        # "pid (comm) state ppid ...": comm may contain spaces and parentheses.
-        try:
-            ppid = int(data[data.rindex(b")") + 2 :].split(None, 2)[1])
-        except (ValueError, IndexError):
-            continue
-        kids.setdefault(ppid, []).append(int(name))
-    return kids
 
 
 class Status(NamedTuple):
     """What the watches and tree kills read of a process in /proc/<pid>/status."""
 
     pid: int
+    ppid: int
     zombie: bool
     uid: int  # real
     threads: int
@@ -85,6 +62,7 @@ def statuses() -> Iterator[Status]:
             state = _field(status, b"State").split()[0]
             yield Status(
                 int(name),
+                int(_field(status, b"PPid")),
                 state == b"Z",
                 int(_field(status, b"Uid").split()[0]),
                 int(_field(status, b"Threads") or b"1"),
@@ -95,28 +73,33 @@ def statuses() -> Iterator[Status]:
             continue  # cut short as it exited
 
 
-def in_group(marker: Optional[int]) -> Set[int]:
-    """Processes whose supplementary groups include ``marker``."""
-    if marker is None:
-        return set()
-    return {st.pid for st in statuses() if marker in st.groups}
+class _Look(NamedTuple):
+    """Who is whose child, and who is in which group, from one look at every process."""
 
+    kids: Dict[int, List[int]]
+    groups: Dict[int, List[int]]
 
-def _tree(root: int, include_root: bool, marker: Optional[int] = None) -> Set[int]:
-    kids = children_map()
-    found: Set[int] = set()
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        for child in kids.get(pid, ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    if include_root:
-        found.add(root)
-    found |= in_group(marker)
-    found.discard(os.getpid())
-    return found
+    @classmethod
+    def now(cls) -> "_Look":
+        look = cls({}, {})
+        for st in statuses():
+            look.kids.setdefault(st.ppid, []).append(st.pid)
+            for group in st.groups:
+                look.groups.setdefault(group, []).append(st.pid)
+        return look
+
+    def tree(self, root: int, include_root: bool, marker: Optional[int]) -> Set[int]:
+        found: Set[int] = set(self.groups.get(marker, ())) if marker is not None else set()
+        todo = [root]
+        while todo:
+            for child in self.kids.get(todo.pop(), ()):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        if include_root:
+            found.add(root)
+        found.discard(os.getpid())
+        return found
 
 
 def send(pid: int, sig: int) -> bool:
@@ -128,57 +111,95 @@ def send(pid: int, sig: int) -> bool:
 
 
 def kill_tree(root: int, include_root: bool = True, marker: Optional[int] = None) -> int:
-    """SIGSTOP the whole tree (rescanning until no new member appears), then SIGKILL it.
+    return len(kill_trees([(root, marker)], include_root))
 
-    Stopping first means a member that forks cannot leave children behind. The
-    caller guarantees ``root`` is not yet reaped, so its pid cannot be reused.
+
+def kill_trees(roots: List[Tuple[int, Optional[int]]], include_root: bool = True) -> Set[int]:
+    """SIGSTOP the whole trees of ``(root, marker)`` (looking again until no new member
+    appears), then SIGKILL them; the pids killed.
+
+    Stopping first means a member that forks cannot leave children behind. The caller holds
+    the spawn lock and guarantees no root is reaped yet, so no root's pid can be reused; for
+    each marker, it calls ``settle`` next, without that lock. Many trees at once share their
+    looks (under gVisor beside busy work, one look at every process took 0.3-0.7 s).
     """
-    stopped: Set[int] = set()
+    stopped: Dict[int, Set[int]] = {root: set() for root, _ in roots}
     for _ in range(1000):  # bounded: every round stops all members it found
-        new = _tree(root, include_root, marker) - stopped
-        if not new:
+        look = _Look.now()
+        grew = False
+        for root, marker in roots:
+            new = look.tree(root, include_root, marker) - stopped[root]
+            for pid in new:
+                send(pid, signal.SIGSTOP)
+            stopped[root] |= new
+            grew = grew or bool(new)
+        if not grew:
             break
-        for pid in new:
-            send(pid, signal.SIGSTOP)
-        stopped |= new
-    killed = sum(send(pid, signal.SIGKILL) for pid in stopped)
-    if marker is not None:
-        with _escapes_lock:
-            _killed.setdefault(marker, set()).update(stopped)
-            killed += _kill_escaped(marker)
+    killed = {pid for pid in set().union(*stopped.values()) if send(pid, signal.SIGKILL)}
+    with _escapes_lock:
+        for root, marker in roots:
+            if marker is not None:
+                _killed.setdefault(marker, (time.monotonic(), set()))[1].update(stopped[root])
     return killed
 
 
-def kill_escapes(running: Iterable[int]) -> None:
-    """Kill the members of killed marker groups that escaped their kill (``running``: the
-    groups that have a process that is not a zombie); the process watch calls it each look."""
+def settle(marker: Optional[int], lock: threading.Lock) -> int:
+    """After ``kill_tree`` of a marker group: wait until the members it killed are gone, then
+    kill those that escaped it (``_kill_escaped``); how many.
+
+    Called without ``lock`` (the spawn lock): under gVisor a killed member takes up to a
+    second to go, and many kills at once waited one after another while each held it. Only
+    a group found with escaped members takes the lock (no pid reaped, so reused, while
+    signalled) and the escapes lock (no two such kills interleave their stops and continues).
+    """
+    if marker is None:
+        return 0
     with _escapes_lock:
-        for marker in _killed.keys() & set(running):
-            _kill_escaped(marker)
+        sent = _killed.get(marker, (0.0, set()))[1]
+    deadline = time.monotonic() + ESCAPE_DEADLINE
+    # A killed pid reaped meanwhile and taken by a new process only makes this wait longer.
+    while any(_running(pid) for pid in _copy(sent)) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if not _escaped(marker, _copy(sent)):  # looked at without the locks: most kills have none
+        return 0
+    with lock, _escapes_lock:
+        return _kill_escaped(marker, sent, deadline)
 
 
-def _kill_escaped(marker: int) -> int:
+def kill_escapes(running: Iterable[int], looked: float, lock: threading.Lock) -> None:
+    """Kill the members of killed marker groups that escaped their kill (``running``: the
+    groups that had a process that is not a zombie at a look begun at ``looked``); the
+    process watch calls it after each look. Groups left with none are forgotten."""
+    running = set(running)
+    with _escapes_lock:
+        for marker, (at, _) in list(_killed.items()):
+            if marker not in running and at < looked:
+                del _killed[marker]  # all gone or zombies: none can fork again
+        markers = _killed.keys() & running
+    for marker in markers:
+        settle(marker, lock)
+
+
+def _kill_escaped(marker: int, sent: Set[int], deadline: float) -> int:
     """Kill the members of a killed group that were not sent SIGKILL, once those that were
-    are gone; how many.
+    are gone; how many. The caller holds the spawn and escapes locks.
 
     Under gVisor a process forks after its SIGSTOP, and even its SIGKILL, for a while: a
     child of one made after the tree kill's last look was neither stopped nor killed and
     went on forking. Killed one pid at a time, a Python fork loop refilled its group as fast
     (40 processes at the limit, 5 s of rounds). So once the killed are gone, every process
     of the escaped ones' users is stopped at once, with one ``kill(-1)`` as that user (one
-    pass in the kernel: no fork slips between two signals), the group is killed, and the
-    users' other processes go on (but those the agent had stopped itself).
+    pass in the kernel: no fork slips between two signals), the group is killed, and, once
+    none is left, the users' other processes go on (but those the agent had stopped itself).
     """
-    sent = _killed[marker]
     users: Set[int] = set()
     held: Set[int] = set()  # the users' processes that were stopped before: they stay so
     count = 0
-    deadline = time.monotonic() + ESCAPE_DEADLINE
     try:
         while True:
             while any(_running(pid) for pid in sent) and time.monotonic() < deadline:
                 time.sleep(0.005)
-            new = [st for st in _group_left(marker) if st.pid not in sent]
+            new = _escaped(marker, sent)
             if not new or time.monotonic() >= deadline:
                 break
             more = {st.uid for st in new if st.uid != 0} - users
@@ -187,8 +208,8 @@ def _kill_escaped(marker: int) -> int:
             for uid in users:
                 signal_user(uid, signal.SIGSTOP)
             time.sleep(0.01)  # the stops land
-            for st in _group_left(marker):
-                if st.pid not in sent and send(st.pid, signal.SIGKILL):
+            for st in _escaped(marker, sent):
+                if send(st.pid, signal.SIGKILL):
                     sent.add(st.pid)
                     count += 1
     finally:
@@ -199,19 +220,31 @@ def _kill_escaped(marker: int) -> int:
     return count
 
 
+def _copy(sent: Set[int]) -> Set[int]:
+    with _escapes_lock:  # another pass may add to them
+        return set(sent)
+
+
 def _running(pid: int) -> bool:
     """Whether ``pid`` is there and not a zombie (one read, not a look at every process)."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            data = f.read(512)
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        data = os.read(fd, 512)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     end = data.rfind(b")")  # "pid (comm) state ...": comm may contain parentheses
     return end >= 0 and data[end + 2 : end + 3] not in (b"Z", b"X", b"")
 
 
-def _group_left(marker: int) -> List[Status]:
-    return [st for st in statuses() if marker in st.groups and not st.zombie and st.pid != os.getpid()]
+def _escaped(marker: int, sent: Set[int]) -> List[Status]:
+    """The group's members that live and were not sent SIGKILL (the caller holds the escapes
+    lock, or gives a copy)."""
+    return [st for st in statuses() if marker in st.groups and not st.zombie and st.pid not in sent and st.pid != os.getpid()]
 
 
 def signal_user(uid: int, sig: int) -> None:
@@ -228,4 +261,4 @@ def signal_user(uid: int, sig: int) -> None:
 
 
 def signal_tree(root: int, sig: int, marker: Optional[int] = None) -> int:
-    return sum(send(pid, sig) for pid in _tree(root, True, marker))
+    return sum(send(pid, sig) for pid in _Look.now().tree(root, True, marker))

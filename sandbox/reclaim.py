@@ -9,7 +9,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .proctree import kill_tree
+from .proctree import kill_tree, settle
 
 if TYPE_CHECKING:
     from .proctable import ProcessTable
@@ -34,6 +34,7 @@ def end(table: "ProcessTable", marker: Optional[int], pid: int, reason: str, not
             else:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+        settle(marker, table.spawn_lock)
         time.sleep(0.05)  # let gVisor give back what they held before the next look
         return
     log.warning("%s: killing the tree of pid %d (%s)", reason, proc.pid, proc.spec.display[:80])

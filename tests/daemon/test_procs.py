@@ -271,3 +271,28 @@ def test_own_pythonpath_entry_not_inherited(tmp_path: Path) -> None:
         assert blob == b"/opt/other\n"
     finally:
         assert client.close() == 0
+
+
+def test_killed_groups_are_forgotten_once_none_of_them_runs() -> None:
+    """The daemon keeps the pids each killed marker group was sent SIGKILL (a member not
+    among them escaped the kill). The process watch forgets a group once a look begun after
+    its kill finds none of it running; before, the record grew with every killed command for
+    the session's life. A group still running, or killed after the look began, is kept."""
+    import threading
+
+    from caisson._sandbox import proctree
+
+    lock = threading.Lock()
+    before = time.monotonic()
+    proctree._killed.clear()
+    for marker in (900_001, 900_002, 900_003):
+        proctree._killed[marker] = (before, {4_000_000 + marker})
+    looked = time.monotonic()
+    proctree._killed[900_004] = (time.monotonic() + 1, {4_900_004})  # killed after the look began
+    try:
+        proctree.kill_escapes({900_002}, looked, lock)  # 900_002 still has a running member
+        assert sorted(proctree._killed) == [900_002, 900_004]
+        proctree.kill_escapes(set(), time.monotonic() + 2, lock)
+        assert proctree._killed == {}
+    finally:
+        proctree._killed.clear()

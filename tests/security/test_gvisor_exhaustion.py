@@ -61,6 +61,10 @@ BOMB_TIMEOUT = 20
 RUNC_BOMB_TIMEOUT = 4
 # runc's pids cgroup stops a thread bomb at once, in the kernel: a short call shows it.
 RUNC_THREAD_BOMB_TIMEOUT = 3
+# Busy tasks killed at once, and how long their kills may take in all: generous on a busy
+# machine (side by side they took a few seconds; one after another, over 40 s).
+KILLED_AT_ONCE = 40
+KILLS_ANSWER_WITHIN = 30
 
 
 async def alive(s: Session) -> str | None:
@@ -301,4 +305,44 @@ async def test_the_agent_holds_exactly_its_process_limit_under_runc(rt: Runtime)
         made, current, most = (int(x) for x in r.stdout.split())
         print(f"runc, limits.pids 64: {made} forks made, then refused with the cgroup at {current} of {most}")
         assert current == most == 64 and made > 40
+        assert await alive(s) is None
+
+
+async def test_many_busy_tasks_killed_at_once_all_answer(rt: Runtime) -> None:
+    """Under gVisor a killed process takes up to a second to go, and a kill waits for that
+    (to kill what escaped it). Each kill held the daemon's process table meanwhile, so kills
+    sent at once waited one after another: of 42 busy tasks' kills, 13-19 had no answer
+    within 30 s. Now they wait side by side, and every task ends."""
+    async with rt.session(gvisor=True, limits={"memory": "512m"}) as s:
+        await s.exec("mkfifo /tmp/hold")
+        tasks = [
+            (await s.spawn(
+                f"exec 3<>/tmp/hold; until [ -e /tmp/go ]; do read -t 0.2 -u 3; done; "
+                f"while :; do echo task {i} is busy; done"
+            )).task_id
+            for i in range(KILLED_AT_ONCE)
+        ]
+        await s.write_file("/tmp/go", b"")
+        await anyio.sleep(3)
+        took: dict[str, float] = {}
+
+        async def kill(task_id: str) -> None:
+            t0 = time.monotonic()
+            await s.task_signal(task_id, "KILL")
+            took[task_id] = time.monotonic() - t0
+
+        began = time.monotonic()
+        with anyio.move_on_after(KILLS_ANSWER_WITHIN):
+            async with anyio.create_task_group() as tg:
+                for task_id in tasks:
+                    tg.start_soon(kill, task_id)
+        whole = time.monotonic() - began
+        deadline = time.monotonic() + KILLS_ANSWER_WITHIN
+        while (left := [t.task_id for t in await s.task_list() if t.running]) and time.monotonic() < deadline:
+            await anyio.sleep(0.5)
+        slowest = max(took.values(), default=0.0)
+        print(f"gvisor: {len(tasks)} busy tasks killed at once: {len(took)} answered within "
+              f"{KILLS_ANSWER_WITHIN} s (slowest {slowest:.1f} s, all {whole:.1f} s); "
+              f"{len(left)} still running {KILLS_ANSWER_WITHIN} s later")
+        assert len(took) == len(tasks) and not left
         assert await alive(s) is None
