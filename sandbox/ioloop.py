@@ -54,8 +54,10 @@ class IOLoop:
         timer: List[Any] = [when, next(self._seq), func]
         with self._lock:
             heapq.heappush(self._timers, timer)
-        with contextlib.suppress(BlockingIOError):  # else plenty of wake-ups are pending
-            os.write(self._wake_w, b"\0")
+            first = self._timers[0] is timer
+        if first:  # else the loop wakes for an earlier timer and looks again then
+            with contextlib.suppress(BlockingIOError):  # else plenty of wake-ups are pending
+                os.write(self._wake_w, b"\0")
         return timer
 
     def _run(self) -> None:
