@@ -5,7 +5,8 @@ there now (a symbolic link on the way, a directory where a file goes, a file wit
 a file the agent may not open for writing refuse the archive at once). Then directories are
 made, new files written, existing files replaced and symbolic links made, each change plain.
 What stops it after that (a link the agent swapped in meanwhile, a file made unwritable
-meanwhile, a full disk) removes again what it had made anew.
+meanwhile, a full disk) removes again what it had made anew, and puts back the old content
+of the files it had replaced (each replacement's write returns what it replaced).
 
 A hard-link member is taken as another name of a regular file earlier in the same archive (as
 tar writes a file's second name) and lands as a copy of it: a link in the session to a file
@@ -35,6 +36,9 @@ SPOOL_IN_MEMORY = 8 * 1024 * 1024
 LOOKS_AT_ONCE = 16
 # Paths named in an error, at most.
 NAMED = 20
+# An existing file's old content is kept (in memory) to be put back if the copy-in stops, up
+# to this size; a larger one replaced before the stop is named as lost.
+KEEP_OLD = 16 * 1024 * 1024
 
 Kind = Literal["dir", "file", "symlink"]
 
@@ -134,6 +138,7 @@ class _Plan:
     dirs: list[str]  # to make, parents first
     files: list[_Member]  # new ones first, then those replacing a file
     links: list[_Member]
+    modes: dict[str, int]  # of each file to be replaced: its permission bits (a tenant sets no set-id bit)
 
 
 async def _look(live: Live, paths: Iterable[str]) -> dict[str, StatResult]:
@@ -214,26 +219,39 @@ async def _plan(live: Live, dest: str, dest_st: StatResult, members: list[_Membe
         # New files first: a stop for space before any existing file is replaced keeps them all.
         files=[m for m in files if not seen[m.path].exists] + [m for m in files if seen[m.path].exists],
         links=[m for m in others if m.kind == "symlink"],
+        modes={m.path: seen[m.path].mode & 0o777 for m in files if seen[m.path].exists},
     )
+
+
+@dataclass(frozen=True)
+class _Old:
+    """An existing file the copy-in replaced: what to put back, and what the copy-in wrote."""
+
+    content: bytes
+    mode: int
+    written_sha256: str
 
 
 @dataclass
 class _Progress:
     made: list[str] = field(default_factory=list)  # anew by this copy-in
-    replaced: list[str] = field(default_factory=list)  # an existing file or link, overwritten
+    replaced: list[str] = field(default_factory=list)  # an existing file or link overwritten, its old content not kept
+    olds: dict[str, _Old] = field(default_factory=dict)  # an existing file overwritten, its old content kept
     at: str = ""
 
-    def stopped(self, kept: list[str]) -> str:
+    def stopped(self, kept: list[str], lost: list[str]) -> str:
         said = f"the copy-in stopped at {self.at}: "
         if kept:
             said += (f"of the {len(self.made)} files, directories and links it had made, these could not be removed "
                      f"again and stay: {_named(kept)}")
         else:
             said += (f"nothing of the archive was kept (the {len(self.made)} files, directories and links it had made "
-                     "are removed again)")
-        if self.replaced:
-            said += (f"; {'and' if kept else 'except'} these existing files it had already overwritten, whose old "
-                     f"content is gone: {_named(self.replaced)}")
+                     "are removed again")
+            said += f", and the existing files it had replaced ({len(self.olds)}) have their old content back)" if self.olds and not lost else ")"
+        gone = self.replaced + lost
+        if gone:
+            said += (f"; {'and' if kept else 'except'} these existing files or links it had already overwritten, whose "
+                     f"old content is gone: {_named(gone)}")
         return said
 
 
@@ -254,6 +272,19 @@ async def _undo(live: Live, made: list[str]) -> list[str]:
     return kept
 
 
+async def _restore(live: Live, olds: dict[str, _Old]) -> list[str]:
+    """The replaced files' old content and mode put back, each only if it still holds what the
+    copy-in wrote (a later change of the agent's stays), each write plain; returns those that
+    could not be, and why."""
+    lost: list[str] = []
+    for path, old in olds.items():
+        try:
+            await live.agent.write_file(path, old.content, mode=old.mode, plain=True, expected_sha256=old.written_sha256)
+        except CaissonError as exc:
+            lost.append(f"{path} ({exc})")
+    return lost
+
+
 async def _land(live: Live, tar: tarfile.TarFile, plan: _Plan) -> None:
     done = _Progress()
     try:
@@ -265,8 +296,13 @@ async def _land(live: Live, tar: tarfile.TarFile, plan: _Plan) -> None:
             done.at = m.path
             assert m.content is not None  # a file's
             data = await anyio.to_thread.run_sync(_content, tar, m.content)
-            written = await plain(live.agent.write_file(m.path, data, mode=m.mode, plain=True))
-            (done.made if written.created else done.replaced).append(m.path)
+            written = await plain(live.agent.write_file(m.path, data, mode=m.mode, plain=True, keep_old=KEEP_OLD))
+            if written.created:
+                done.made.append(m.path)
+            elif written.old is not None:
+                done.olds[m.path] = _Old(written.old, plan.modes.get(m.path, m.mode), written.sha256)
+            else:
+                done.replaced.append(m.path)
         for m in plan.links:
             done.at = m.path
             where, name = posixpath.split(m.path)
@@ -274,8 +310,9 @@ async def _land(live: Live, tar: tarfile.TarFile, plan: _Plan) -> None:
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             kept = await _undo(live, done.made)
+            lost = await _restore(live, done.olds)
         if isinstance(exc, OpError):
-            raise OpError(exc.code, f"{exc.message}; {done.stopped(kept)}") from None
+            raise OpError(exc.code, f"{exc.message}; {done.stopped(kept, lost)}") from None
         raise
 
 

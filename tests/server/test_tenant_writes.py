@@ -491,7 +491,9 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
     first write (a link on the way, a directory for a file, a file with other names): such an
     archive writes nothing. Then the agent swaps a directory of a late member for a link to a
     repository's hooks while the copy-in writes its earlier members: the late member is
-    refused, and the new directories, files and links made before it are removed again."""
+    refused, the new directories, files and links made before it are removed again, and the
+    existing file it had replaced has its old content back (before: "whose old content is
+    gone")."""
     s = copying
     u = f"{W}/undo"
     as_root(docker_engine, s.id, " && ".join([
@@ -542,17 +544,22 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
     stopped = dict.fromkeys(kinds, 0)
     said: dict[str, list[str]] = {kind: [] for kind in kinds}
     left: list[str] = []
+    clobbered: list[int] = []
     try:
         for i in range(rounds):
             kind = kinds[i % 3]
             if kind == "steered":
                 await s.write_file(f"{u}/steer-{i}", b"")
             late = (f"late/lnk-{i}", "symlink", "x") if kind == "late link" else ("late/x", "file", payload(i))
+            before = f"old {i}\n".encode()  # each round's own, so each round's loss shows
+            await s.write_file(f"{u}/existing.txt", before)
             try:
                 await s.copy_in(archive(str(i), late), u)
             except CaissonError as exc:
                 stopped[kind] += 1
                 said[kind].append(str(exc))
+                if kind != "steered" and await s.read_file(f"{u}/existing.txt") != before:
+                    clobbered.append(i)
                 if kind != "steered":  # there the agent moved the directory away itself
                     left += [e.name for e in await s.list_dir(u) if e.name == f"new-{i}"]
             await s.write_file(f"{u}/over-{i}", b"")
@@ -565,11 +572,15 @@ async def test_a_copy_in_stopped_partway_keeps_nothing_it_made(
     print(f"copy-ins stopped partway by a link swapped in: tried {rounds}, stopped {stopped}; left behind {len(left)} "
           f"{left}; hooks written or removed through the link {len(changed)} {changed}")
     print(f"what the tenant is told: {[found[0] for found in said.values() if found]}")
+    print(f"an existing file replaced before the stop: tried {stopped['late file'] + stopped['late link']}, "
+          f"its old content lost {len(clobbered)} {clobbered}")
     assert wrote == []
     assert all(stopped.values())  # each race was really run
     assert left == [] and changed == []
     stops = said["late file"] + said["late link"]
-    assert all("nothing of the archive was kept" in m and f"{u}/existing.txt" in m for m in stops), stops
+    assert clobbered == []
+    assert all("nothing of the archive was kept" in m and "the existing files it had replaced (1) have their old content back" in m
+               and f"{u}/existing.txt" not in m for m in stops), stops
     assert all("could not be removed again" in m and "symbolic link" in m for m in said["steered"]), said["steered"]
 
 
