@@ -41,7 +41,7 @@ class Proc:
         # (its caller must not see it end while its processes live on).
         self.settling = 0
         self.finish_due = False
-        self.killed = False  # by its last tree kill (see ProcessTable.kill)
+        self.killed = False  # by its last tree kill (see ProcessTable._kill)
 
     def status(self) -> Dict[str, Any]:
         """Caller holds ``cond``."""
@@ -58,7 +58,7 @@ class Proc:
         if self.finished:
             return
         if self.settling:
-            self.finish_due = True  # see ProcessTable.kill
+            self.finish_due = True  # see ProcessTable._kill
             return
         self.finished = True
         self.cond.notify_all()

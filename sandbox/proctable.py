@@ -43,7 +43,7 @@ class ProcessTable:
         # Held while spawning and while reaping: a pid in ``live`` is never reaped
         # (so never reused) while someone holding this lock signals it.
         self.spawn_lock = threading.Lock()
-        # Kills waiting for the spawn lock: the first to get it kills them all (see kill).
+        # Kills waiting for the spawn lock: the first to get it kills them all (see _kill).
         self._kills: List[Proc] = []
         self._kills_lock = threading.Lock()
         # First, while the daemon has no other thread: the spawner is a fork of this process.
