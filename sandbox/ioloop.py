@@ -115,8 +115,7 @@ class IOLoop:
         os.close(fd)
         with proc.cond:
             stream.fd = -1
-            if proc.exited and proc.out.fd < 0 and proc.err.fd < 0:
-                proc.finish_locked()
+            proc.finish_locked()
             proc.cond.notify_all()
 
     def drain_and_close(self, proc: Proc) -> None:

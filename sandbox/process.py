@@ -40,7 +40,6 @@ class Proc:
         # Kills of its tree still killing what escaped them: until none, it is not finished
         # (its caller must not see it end while its processes live on).
         self.settling = 0
-        self.finish_due = False
         self.killed = False  # by its last tree kill (see ProcessTable._kill)
 
     def status(self) -> Dict[str, Any]:
@@ -54,11 +53,9 @@ class Proc:
         }
 
     def finish_locked(self) -> None:
-        """Main process gone and output complete (caller holds ``cond``)."""
-        if self.finished:
-            return
-        if self.settling:
-            self.finish_due = True  # see ProcessTable._kill
+        """Finished once its main process is gone, its output complete (both pipes closed) and
+        no kill of its tree still settling; else nothing yet (caller holds ``cond``)."""
+        if self.finished or not self.exited or self.out.fd >= 0 or self.err.fd >= 0 or self.settling:
             return
         self.finished = True
         self.cond.notify_all()

@@ -249,8 +249,7 @@ class ProcessTable:
             for proc in mine:
                 with proc.cond:
                     proc.settling -= 1
-                    if not proc.settling and proc.finish_due:
-                        proc.finish_locked()
+                    proc.finish_locked()
 
     def kill_all(self) -> int:
         """Kill every descendant of the daemon (tasks, execs, adopted orphans)."""

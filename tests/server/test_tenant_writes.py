@@ -18,6 +18,7 @@ import tarfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -25,8 +26,9 @@ import docker
 import httpx
 import pytest
 
-from caisson import RemoteRuntime, RemoteSession
+from caisson import RemoteRuntime, RemoteSession, Runtime
 from caisson.errors import CaissonError
+from caisson.server.copy_in import KEEP_OLD, _Old, _restore
 from tests.server.conftest import start_server
 from tests.server.harness import Api, approving
 
@@ -619,3 +621,35 @@ async def test_a_copy_in_that_fills_the_disk_keeps_nothing_it_made(
                 break
             await anyio.sleep(2)
         assert after.stdout == "written\n", after.stderr
+
+
+async def test_a_stopped_copy_ins_put_back_lands_only_on_what_it_wrote(rt: Runtime) -> None:
+    """Beside the reported case (the old content put back): the put-back is itself a write the
+    agent can race. Attacked on a real session with what the agent could do between the
+    copy-in's write and its stop: change the file again (its change stays), swap it for a
+    link to another of its files or to a hooks file (nothing is written through the link),
+    remove it (nothing is made again). Each is named as not put back; an untouched file gets
+    its old content and mode back."""
+    async with rt.session() as s:
+        w = "/workspace/put-back"
+        await s.exec(f"mkdir -p {w}/repo/.git/hooks && echo hook > {w}/repo/.git/hooks/pre-commit && echo other > {w}/other")
+        wrote = b"from the archive\n"
+        olds: dict[str, _Old] = {}
+        for name in ("untouched", "changed", "to-other", "to-hook", "removed"):
+            await s.write_file(f"{w}/{name}", b"old content\n", mode=0o600)
+            done = await s.write_file(f"{w}/{name}", wrote, mode=0o644, keep_old=KEEP_OLD)
+            assert done.old == b"old content\n"
+            olds[f"{w}/{name}"] = _Old(done.old, 0o600, done.sha256)
+        await s.exec(f"cd {w} && echo agent > changed && rm to-other to-hook removed && ln -s other to-other "
+                     f"&& ln -s repo/.git/hooks/pre-commit to-hook")
+        lost = await _restore(SimpleNamespace(agent=s), olds)  # type: ignore[arg-type]
+        named = sorted(entry.split(" (", 1)[0].rsplit("/", 1)[1] for entry in lost)
+        after = {name: (await s.exec(f"cat {w}/{name}")).stdout for name in ("untouched", "changed", "other")}
+        hook = (await s.exec(f"cat {w}/repo/.git/hooks/pre-commit")).stdout
+        removed = (await s.stat(f"{w}/removed", follow=False)).exists
+        mode = (await s.stat(f"{w}/untouched")).mode & 0o777
+        through = int(after["other"] != "other\n") + int(hook != "hook\n") + int(removed)
+        print(f"put-backs raced by the agent: tried 4, landed on something else {through}; not put back and named: {named}")
+        assert named == ["changed", "removed", "to-hook", "to-other"]
+        assert after == {"untouched": "old content\n", "changed": "agent\n", "other": "other\n"} and mode == 0o600
+        assert hook == "hook\n" and not removed
