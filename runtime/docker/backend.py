@@ -46,6 +46,8 @@ class DockerBackend:
         self._pool: WarmPool | None = None
         # The attach streams of containers taken from the pool, until their session connects.
         self._pool_streams: dict[str, Detached] = {}
+        # Daemons' host pids where the host reaches their container's root (leases renewed there).
+        self._pids: dict[str, int] = {}
 
     @property
     def client(self) -> docker.DockerClient:
@@ -71,7 +73,7 @@ class DockerBackend:
         if self._host_budget is None:
             log.info("gVisor sessions' host threads are not budgeted: the engine's kernel cannot be read from here",
                      engine=self.address)
-        self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()})
+        self._leases = LeaseKeeper(self._client, lambda: {**leased(), **self._pool_leases()}, self._pid_of)
         self._leases.start()
         # The soft watch only where the engine cannot bound a disk itself.
         self._disk = await anyio.to_thread.run_sync(
@@ -190,6 +192,8 @@ class DockerBackend:
         if not sandbox.listen:
             return sandbox
         pid = await anyio.to_thread.run_sync(containers.reachable_pid, self.client, sandbox.id)
+        if pid:
+            self._pids[sandbox.id] = pid
         return sandbox.model_copy(update={"pid": pid})
 
     async def connect(
@@ -217,6 +221,7 @@ class DockerBackend:
 
     async def remove(self, container_id: str) -> None:
         def remove() -> None:
+            self._pids.pop(container_id, None)
             containers.remove_container(self.client, container_id)
             sparse.forget(self.client, container_id)
 
@@ -349,7 +354,9 @@ class DockerBackend:
 
     async def keep(self, container_id: str, *, gvisor: bool, until: float) -> None:
         await anyio.to_thread.run_sync(
-            lambda: containers.renew_lease(self.client, container_id, gvisor=gvisor, until=until)
+            lambda: containers.renew_lease(
+                self.client, container_id, gvisor=gvisor, until=until, pid=self._pid_of(container_id)
+            )
         )
 
     def pool_start(self, owner: str, config: SessionConfig, size: int, *, listen: bool) -> None:
@@ -368,10 +375,16 @@ class DockerBackend:
         made, stream = taken
         if stream is not None:
             self._pool_streams[made.id] = stream
+        if made.pid:
+            self._pids[made.id] = made.pid
         return Sandbox(id=made.id, session_id=made.session_id, listen=made.pid > 0, pid=made.pid)
 
     def pool_session_ids(self) -> frozenset[str]:
         return self._pool.session_ids() if self._pool is not None else frozenset()
+
+    def _pid_of(self, container_id: str) -> int:
+        pool = self._pool
+        return self._pids.get(container_id) or (pool.pid_of(container_id) if pool is not None else 0)
 
     def _pool_leases(self) -> dict[str, tuple[float, bool]]:
         """The pool's containers, kept alive like sessions: grace and gVisor flag."""

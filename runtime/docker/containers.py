@@ -29,7 +29,7 @@ from caisson.config import DAEMON_CAPABILITIES, GVISOR_DAEMON_CAPABILITIES, Sess
 from caisson.docker.images import DAEMON_PARENT, daemon_tar, image_carries_daemon, image_tag
 from caisson.errors import DockerUnavailable, ImageError, SessionError
 from caisson.logs import get_logger
-from caisson.transport.unix import socket_pid
+from caisson.transport import container_root
 
 log = get_logger("caisson.containers")
 
@@ -366,7 +366,7 @@ def reachable_pid(client: docker.DockerClient, container_id: str) -> int:
     """The started daemon's host pid when the host can reach its socket, else 0."""
     with engine_errors("asking the engine for a container's process"):
         state = client.api.inspect_container(container_id).get("State") or {}
-    return socket_pid(int(state.get("Pid") or 0), container_id)
+    return container_root.reachable_pid(int(state.get("Pid") or 0), container_id)
 
 
 def remove_container(client: docker.DockerClient, container_id: str) -> None:
@@ -434,13 +434,20 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
 
 
 def renew_lease(
-    client: docker.DockerClient, container_id: str, *, gvisor: bool = False, until: float | None = None
+    client: docker.DockerClient, container_id: str, *, gvisor: bool = False, until: float | None = None, pid: int = 0
 ) -> bool:
     """Tell a session's daemon its controller lives (a file only root in the container can
     write, dated now, or ``until`` to keep it past its grace); False when the container is gone.
-    gVisor does not see files the engine copies into a running container, and a session at its
-    disk quota cannot take a new one, so there the file is dated from inside."""
+
+    Where the host reaches the container's root through its daemon's host ``pid`` (a local
+    engine, runc), the file is dated there, without the engine: an engine held up by its
+    storage (btrfs' cleaner after many sessions were removed) held renewals past their grace.
+    Elsewhere the engine copies the file in; gVisor does not see files the engine copies into
+    a running container, and a session at its disk quota cannot take a new one, so there the
+    file is dated from inside."""
     stamp = int(until if until is not None else time.time())
+    if pid and container_root.date_file(pid, container_id, LEASE_PATH, stamp):
+        return True
     if not gvisor:
         try:
             with engine_errors("renewing a session's lease"):

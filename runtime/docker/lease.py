@@ -30,12 +30,19 @@ RENEWERS = 8
 
 
 class LeaseKeeper(Periodic):
-    def __init__(self, client: docker.DockerClient, leased: Callable[[], dict[str, tuple[float, bool]]]) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        leased: Callable[[], dict[str, tuple[float, bool]]],
+        pid_of: Callable[[str], int] = lambda _: 0,
+    ) -> None:
         """``leased()`` gives the containers to keep alive, each with its grace in seconds and
-        whether it runs under gVisor."""
+        whether it runs under gVisor; ``pid_of`` a container's daemon's host pid where the host
+        reaches its root (renewed there without the engine), else 0."""
         super().__init__("caisson-lease", TICK)
         self._client = client
         self._leased = leased
+        self._pid_of = pid_of
         self._renewed: dict[str, float] = {}
         # Renewals under way, by container: a tick never waits for one, so a renewal the engine
         # holds up (a wedged container's exec waits out the client's 60 s timeout) delays only
@@ -71,7 +78,7 @@ class LeaseKeeper(Periodic):
 
     def _renew(self, container_id: str, *, gvisor: bool) -> bool:
         try:
-            containers.renew_lease(self._client, container_id, gvisor=gvisor)
+            containers.renew_lease(self._client, container_id, gvisor=gvisor, pid=self._pid_of(container_id))
         except Exception as exc:  # an engine hiccup: the next tick tries again
             log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
             return False

@@ -108,6 +108,11 @@ class WarmPool:
         with self._lock:
             return [c.id for c, _ in self._ready]
 
+    def pid_of(self, container_id: str) -> int:
+        """A ready container's daemon's host pid where the host reaches its root, else 0."""
+        with self._lock:
+            return next((c.pid for c, _ in self._ready if c.id == container_id), 0)
+
     def wait_full(self, timeout: float) -> bool:
         """Block until the pool holds ``size`` containers (for set-up and benchmarks)."""
         with self._lock:

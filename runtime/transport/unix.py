@@ -6,8 +6,7 @@ The attach stream crosses the engine and its shim on every frame; a unix socket 
 container's root file system, so nothing in the container can point the host at a socket of
 its own (the engine's, say); it connects through the descriptor it checked.
 
-Only where the engine's processes are the host's (a local engine, runc) and the host may
-look into them (root): ``socket_pid`` says whether a started container qualifies.
+Only where the host may reach the container's root (``container_root.reachable_pid``).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import anyio.lowlevel
 
 from caisson._sandbox.protocol import SOCKET_PATH
 from caisson.errors import DaemonProtocolError
+from caisson.transport import container_root
 from caisson.transport.attach import AttachStream
 from caisson.transport.channel import ByteTransport
 from caisson.transport.rawsock import READ_SIZE, SocketReader
@@ -64,52 +64,26 @@ class UnixStream:
         self._sock.close()
 
 
-def socket_pid(pid: int, container_id: str) -> int:
-    """``pid`` when the host can reach the container's socket through it, else 0: the pid
-    must be of this host's pid namespace (its cgroup names the container) and readable."""
-    if pid <= 0:
-        return 0
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
-            if container_id not in f.read():
-                return 0
-        os.close(os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY))
-    except OSError:
-        return 0
-    return pid
-
-
 def try_connect(pid: int) -> socket.socket | None:
     """A connection to the daemon's socket; None while it is not listening yet.
     DaemonProtocolError: something else is where the socket should be."""
-    fds: list[int] = []
     try:
-        fds.append(os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY))
-        device = os.fstat(fds[0]).st_dev
-        parts = SOCKET_PATH.strip("/").split("/")
-        for i, part in enumerate(parts):
-            flags = os.O_PATH | os.O_NOFOLLOW | (os.O_DIRECTORY if i < len(parts) - 1 else 0)
-            fds.append(os.open(part, flags, dir_fd=fds[-1]))
-            if os.fstat(fds[-1]).st_dev != device:
-                raise DaemonProtocolError(f"the daemon's socket path crosses a mount at {part!r}")
-        if not stat.S_ISSOCK(os.fstat(fds[-1]).st_mode):
-            raise DaemonProtocolError(f"{SOCKET_PATH} in the container is not a socket")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.setblocking(False)
-        try:
-            sock.connect(f"/proc/self/fd/{fds[-1]}")
-        except BaseException:
-            sock.close()
-            raise
-        return sock
+        with container_root.opened(pid, SOCKET_PATH) as fd:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise DaemonProtocolError(f"{SOCKET_PATH} in the container is not a socket")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                sock.connect(f"/proc/self/fd/{fd}")
+            except BaseException:
+                sock.close()
+                raise
+            return sock
     except OSError as exc:
         if exc.errno in _NOT_YET:
             return None
-        # A link or a file where the socket should be: set there by root in the container.
+        # A link, a mount or a file where the socket should be: set there by root in the container.
         raise DaemonProtocolError(f"the daemon's socket cannot be reached safely: {exc}") from None
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 async def connect(pid: int, *, timeout: float) -> UnixStream:

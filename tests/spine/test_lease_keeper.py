@@ -6,14 +6,19 @@ never waits for an exec that does not end (a real one)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
+from pathlib import Path
 
 import anyio
+import docker
 import pytest
 
 from caisson import Runtime
 from caisson.docker import containers, lease
+from caisson.errors import CaissonError
 
 SESSIONS = 40
 RENEWAL_SECONDS = 0.5  # one engine call on a loaded host
@@ -24,7 +29,7 @@ def test_every_lease_is_renewed_within_its_grace_with_a_slow_engine(monkeypatch:
     renewals: dict[str, list[float]] = {}
     lock = threading.Lock()
 
-    def slow_renewal(client: object, container_id: str, *, gvisor: bool) -> None:
+    def slow_renewal(client: object, container_id: str, *, gvisor: bool, pid: int) -> None:
         time.sleep(RENEWAL_SECONDS)
         with lock:
             renewals.setdefault(container_id, []).append(time.monotonic())
@@ -54,7 +59,7 @@ def test_a_renewal_the_engine_holds_up_delays_no_other_lease(monkeypatch: pytest
     lock = threading.Lock()
     release = threading.Event()
 
-    def renewal(client: object, container_id: str, *, gvisor: bool) -> None:
+    def renewal(client: object, container_id: str, *, gvisor: bool, pid: int) -> None:
         if container_id == "wedged":
             release.wait(60)
         with lock:
@@ -103,3 +108,56 @@ async def test_a_renewal_never_waits_for_an_exec_that_does_not_end(rt: Runtime) 
         print(f"a renewal whose exec never ends: {outcome}; its exec still running: {hanging}")
         assert hanging == "1"  # the exec really does not end
         assert returned
+
+
+class _StalledEngine:
+    """An engine socket that takes connections and never answers: an engine held up by its
+    storage (btrfs' cleaner, right after many sessions were removed, held a real one for over
+    40 s). A real engine cannot be made to stall on demand."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        self.sock.listen(64)
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._take, daemon=True).start()
+
+    def _take(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.mark.anyio
+async def test_a_local_session_keeps_its_lease_while_the_engine_stalls(
+    rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every renewal went through the engine: with the engine stalled past the grace,
+    an idle session's daemon took its controller for gone and ended the session. Where the host
+    reaches the container's root, the lease file is dated there, made there if missing."""
+    engine = _StalledEngine(str(tmp_path / "engine.sock"))
+    stalled = docker.DockerClient(base_url=f"unix://{engine.path}", version="1.41", timeout=30)
+    grace = 3.0
+    try:
+        monkeypatch.setattr(rt.backend._leases, "_client", stalled)  # type: ignore[attr-defined]
+        async with rt.session(grace=grace) as s:
+            await anyio.sleep(4 * grace)  # no calls: only the lease keeps the session
+            try:
+                answer = (await s.exec(["echo", "alive"])).stdout
+            except CaissonError as exc:
+                answer = f"no answer: {exc}"
+            print(
+                f"engine stalled for {4 * grace:g} s (grace {grace:g} s): the idle session's answer "
+                f"{answer!r}; renewals that went to the engine: {len(engine.held)}"
+            )
+            assert answer == "alive\n"
+            assert len(engine.held) == 0
+    finally:
+        stalled.close()
+        engine.close()
