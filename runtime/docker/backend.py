@@ -23,7 +23,7 @@ from caisson.docker.lease import LeaseKeeper
 from caisson.docker.pool import WarmPool
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from caisson.logs import get_logger
-from caisson.transport import unix
+from caisson.transport import container_root, unix
 from caisson.transport.attach import AttachStream, Detached, open_attach, resume
 from caisson.transport.channel import ByteTransport
 
@@ -207,6 +207,10 @@ class DockerBackend:
                 if not wait:
                     if (sock := unix.try_connect(sandbox.pid)) is not None:
                         return unix.UnixStream(sock)
+                    if not container_root.reachable_pid(sandbox.pid, sandbox.id):
+                        # Gone, not replaced: an attach stream to its stopped container waited
+                        # out the whole start timeout.
+                        raise DaemonDied(f"the sandbox daemon of container {sandbox.id[:12]} is gone")
                 else:
                     return await unix.connect(sandbox.pid, timeout=timeout)
             except TimeoutError:
