@@ -22,7 +22,7 @@ from caisson.client.models import ExecResult
 from caisson.config import Limits
 from caisson.docker import containers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 QUOTA = 300 * 1024**2
 HELD = {"a deleted file kept open"}

@@ -24,7 +24,7 @@ from caisson import Runtime, Session
 from caisson.docker.containers import gvisor_processes
 from caisson.errors import CaissonError, OpError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 QUIET = "exec 2>/dev/null; "  # the bombs' own complaints would bury the daemon's note
 BOMBS = {

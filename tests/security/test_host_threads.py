@@ -18,7 +18,7 @@ from caisson.docker import host_threads
 from caisson.docker.containers import LABEL_OWNER
 from caisson.errors import HostLimit
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 SMALL = 64  # limits.pids: 512 host threads under gVisor
 

@@ -25,7 +25,7 @@ from caisson.errors import DaemonDied, SessionError
 from caisson.session import Session
 from tests.security.test_disk_limits import bystander
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 QUOTA = 300 * 1024**2
 # The flood of empty files against a smaller quota: the same bound in a tenth of the files

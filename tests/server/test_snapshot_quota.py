@@ -15,8 +15,9 @@ from tests.server.test_api import open_session
 MB = 10**6
 
 
-def _snapshot_images(engine: docker.DockerClient) -> set[str]:
-    return {image.id for image in engine.images.list(name="caisson/snapshot")}
+def _snapshot_images(engine: docker.DockerClient, sid: str) -> set[str]:
+    """The snapshot images of one session (other tests may take snapshots meanwhile)."""
+    return {image.id for image in engine.images.list(name="caisson/snapshot", filters={"label": f"caisson.snapshot_of={sid}"})}
 
 
 def test_a_snapshot_past_the_tenants_disk_quota_is_refused(sqlite_api: Api, docker_engine: docker.DockerClient) -> None:
@@ -27,7 +28,7 @@ def test_a_snapshot_past_the_tenants_disk_quota_is_refused(sqlite_api: Api, dock
         assert wrote.json()["exit_code"] == 0, wrote.text
         first = c.post(f"/sessions/{sid}/snapshot")
         assert first.status_code == 201, first.text
-        before = _snapshot_images(docker_engine)
+        before = _snapshot_images(docker_engine, sid)
 
         refused = {"snapshot": c.post(f"/sessions/{sid}/snapshot"), "fork": c.post(f"/sessions/{sid}/fork", json={"n": 2})}
         for what, r in refused.items():
@@ -40,7 +41,7 @@ def test_a_snapshot_past_the_tenants_disk_quota_is_refused(sqlite_api: Api, dock
             # layer's allocated blocks: the 60 MB and a little metadata).
             usage = re.search(r"hold (\d+) MiB and this snapshot would add (\d+) MiB", body["detail"])
             assert usage is not None and all(57 <= int(n) <= 60 for n in usage.groups()), body["detail"]
-        assert _snapshot_images(docker_engine) == before, "a refused snapshot left an image"
+        assert _snapshot_images(docker_engine, sid) == before, "a refused snapshot left an image"
         assert [s["id"] for s in c.get("/snapshots").json()] == [first.json()["id"]]
 
         # Under the quota (the session's files removed), a snapshot is taken again.

@@ -12,7 +12,7 @@ from caisson.bench.disk import bench_cold_start
 from caisson.bench.engine import engines_root
 from caisson.runtime import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 
 def _processes_naming(text: str) -> list[str]:

@@ -17,7 +17,7 @@ from caisson.config import Limits
 from caisson.docker import containers
 from caisson.errors import DaemonDied, SessionError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 QUOTA_MB = 300
 

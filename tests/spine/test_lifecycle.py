@@ -76,6 +76,7 @@ async def test_sigkilled_controller_leaves_nothing_after_gc(rt: Runtime, tmp_pat
     assert not _exists(rt, cid)
 
 
+@pytest.mark.exclusive  # all owners: every caisson container of the engine not spared
 async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(rt: Runtime) -> None:
     from caisson.docker import reaper
 
@@ -85,7 +86,11 @@ async def test_gc_leaves_sessions_that_end_themselves_and_all_owners_takes_them(
     dead_owner = {**labels, "caisson.owner": f"{socket.gethostname()}:999999:1"}
     assert reaper.reason_to_reap(dead_owner, "running", 0.0, 1.0) is None
     assert reaper.reason_to_reap({**dead_owner, "caisson.grace": ""}, "running", 0.0, 1.0) == "owner process is gone"
-    reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(rt.backend.client, all_owners=True))
+    # Every other session of the engine spared: it is shared (other runs, other tests' sessions).
+    others = frozenset(
+        row["Labels"].get(LABEL_SESSION, "") for row in rt.backend.client.api.containers(all=True, filters={"label": LABEL_SESSION})
+    ) - {s.id}
+    reaped = await anyio.to_thread.run_sync(lambda: reaper.collect(rt.backend.client, spare=others, all_owners=True))
     assert any(s.container_id.startswith(r.container) for r in reaped)
     assert not _exists(rt, s.container_id)
     await s.close()

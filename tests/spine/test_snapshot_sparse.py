@@ -16,7 +16,7 @@ import pytest
 from caisson import Runtime
 from caisson.docker import sparse
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
 MiB = 2**20
 # Four 256 MiB sparse files (1 GiB), each with a few MiB of data at different offsets, one of
