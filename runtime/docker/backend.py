@@ -19,7 +19,7 @@ from caisson.config import SessionConfig
 from caisson.docker import containers, host_threads, images, reaper, sparse
 from caisson.docker.disk_watch import DiskWatch
 from caisson.docker.image_files import ImageProbe
-from caisson.docker.lease import LeaseKeeper
+from caisson.docker.lease import LeaseKeeper, renew_lease
 from caisson.docker.pool import WarmPool
 from caisson.errors import CaissonError, DaemonDied, DaemonProtocolError, ImageError, SessionError
 from caisson.logs import get_logger
@@ -358,7 +358,7 @@ class DockerBackend:
 
     async def keep(self, container_id: str, *, gvisor: bool, until: float) -> None:
         await anyio.to_thread.run_sync(
-            lambda: containers.renew_lease(
+            lambda: renew_lease(
                 self.client, container_id, gvisor=gvisor, until=until, pid=self._pid_of(container_id)
             )
         )

@@ -433,42 +433,7 @@ def death_cause(client: docker.DockerClient, container_id: str, wait: float = 3.
         pause = min(0.1, pause * 2)
 
 
-def renew_lease(
-    client: docker.DockerClient, container_id: str, *, gvisor: bool = False, until: float | None = None, pid: int = 0
-) -> bool:
-    """Tell a session's daemon its controller lives (a file only root in the container can
-    write, dated now, or ``until`` to keep it past its grace); False when the container is gone.
-
-    Where the host reaches the container's root through its daemon's host ``pid`` (a local
-    engine, runc), the file is dated there, without the engine: an engine held up by its
-    storage (btrfs' cleaner after many sessions were removed) held renewals past their grace.
-    Elsewhere the engine copies the file in; gVisor does not see files the engine copies into
-    a running container, and a session at its disk quota cannot take a new one, so there the
-    file is dated from inside."""
-    stamp = int(until if until is not None else time.time())
-    if pid and container_root.date_file(pid, container_id, LEASE_PATH, stamp):
-        return True
-    if not gvisor:
-        try:
-            with engine_errors("renewing a session's lease"):
-                return bool(client.api.put_archive(
-                    container_id, posixpath.dirname(LEASE_PATH), _empty_file(posixpath.basename(LEASE_PATH), mtime=stamp)
-                ))
-        except docker.errors.NotFound:
-            return False
-        except docker.errors.APIError:
-            pass  # a session at its disk quota cannot take a new file: date the old one instead
-    # No new space needed (a full quota takes it); detached: the client awaits exec output with no timeout.
-    try:
-        with engine_errors("renewing a session's lease"):
-            exec_id = client.api.exec_create(container_id, ["touch", "-d", f"@{stamp}", LEASE_PATH], user="0")["Id"]
-            client.api.exec_start(exec_id, detach=True)
-        return True
-    except docker.errors.APIError:
-        return False
-
-
-def _empty_file(name: str, *, mtime: int = 0, mode: int = 0o644) -> bytes:
+def empty_file(name: str, *, mtime: int = 0, mode: int = 0o644) -> bytes:
     """An archive of one empty file of root's, for the engine to put into a container."""
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w") as tar:
@@ -490,7 +455,7 @@ def keep_tmp_on_layer(client: docker.DockerClient, container_id: str) -> None:
     try:
         with engine_errors("keeping a session's /tmp on its layer"):
             client.api.put_archive(
-                container_id, posixpath.dirname(TMP_MARKER), _empty_file(posixpath.basename(TMP_MARKER), mode=0o444)
+                container_id, posixpath.dirname(TMP_MARKER), empty_file(posixpath.basename(TMP_MARKER), mode=0o444)
             )
     except docker.errors.APIError as exc:
         # No /tmp directory, or a full quota: the container goes on as its image or session left it.

@@ -5,10 +5,14 @@ die with the process) renews each session's lease a few times per grace period. 
 controller dies, even by SIGKILL, the renewals stop and each daemon ends its session a grace
 later: nothing leaks for long, and no reaper has to run. A controller that re-attaches
 within the grace takes over the renewals.
+
+A renewal dates a file only root in the container can write: on a local engine under runc
+the host dates it itself, through the container's root; elsewhere the engine copies it in.
 """
 
 from __future__ import annotations
 
+import posixpath
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +22,7 @@ import docker
 from caisson.docker import containers
 from caisson.docker.periodic import Periodic
 from caisson.logs import get_logger
+from caisson.transport import container_root
 
 log = get_logger("caisson.lease")
 
@@ -78,8 +83,43 @@ class LeaseKeeper(Periodic):
 
     def _renew(self, container_id: str, *, gvisor: bool) -> bool:
         try:
-            containers.renew_lease(self._client, container_id, gvisor=gvisor, pid=self._pid_of(container_id))
+            renew_lease(self._client, container_id, gvisor=gvisor, pid=self._pid_of(container_id))
         except Exception as exc:  # an engine hiccup: the next tick tries again
             log.warning("could not renew a session's lease", container=container_id[:12], error=str(exc))
             return False
         return True
+
+
+def renew_lease(
+    client: docker.DockerClient, container_id: str, *, gvisor: bool = False, until: float | None = None, pid: int = 0
+) -> bool:
+    """Tell a session's daemon its controller lives (a file only root in the container can
+    write, dated now, or ``until`` to keep it past its grace); False when the container is gone.
+
+    Where the host reaches the container's root through its daemon's host ``pid`` (a local
+    engine, runc), the file is dated there, without the engine: an engine held up by its
+    storage (btrfs' cleaner after many sessions were removed) held renewals past their grace.
+    Elsewhere the engine copies the file in; gVisor does not see files the engine copies into
+    a running container, and a session at its disk quota cannot take a new one, so there the
+    file is dated from inside."""
+    stamp = int(until if until is not None else time.time())
+    if pid and container_root.date_file(pid, container_id, containers.LEASE_PATH, stamp):
+        return True
+    if not gvisor:
+        try:
+            with containers.engine_errors("renewing a session's lease"):
+                directory, name = posixpath.split(containers.LEASE_PATH)
+                return bool(client.api.put_archive(container_id, directory, containers.empty_file(name, mtime=stamp)))
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError:
+            pass  # a session at its disk quota cannot take a new file: date the old one instead
+    # No new space needed (a full quota takes it); detached: the client awaits exec output with no timeout.
+    try:
+        with containers.engine_errors("renewing a session's lease"):
+            touch = ["touch", "-d", f"@{stamp}", containers.LEASE_PATH]
+            exec_id = client.api.exec_create(container_id, touch, user="0")["Id"]
+            client.api.exec_start(exec_id, detach=True)
+        return True
+    except docker.errors.APIError:
+        return False

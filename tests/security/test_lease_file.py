@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from caisson import Runtime
-from caisson.docker import containers
+from caisson.docker import containers, lease
 from caisson.transport import container_root
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +37,7 @@ def _pid(rt: Runtime, container_id: str) -> int:
 
 def _renew(client: object, container_id: str, pid: int, done: threading.Event) -> None:
     container_root.date_file(pid, container_id, LEASE, 1_800_000_000)
-    containers.renew_lease(client, container_id, pid=pid)  # type: ignore[arg-type]  # as the lease keeper does
+    lease.renew_lease(client, container_id, pid=pid)  # type: ignore[arg-type]  # as the lease keeper does
     done.set()
 
 

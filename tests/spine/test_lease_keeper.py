@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from caisson import Runtime
-from caisson.docker import containers, lease
+from caisson.docker import lease
 from caisson.errors import CaissonError
 
 SESSIONS = 40
@@ -34,7 +34,7 @@ def test_every_lease_is_renewed_within_its_grace_with_a_slow_engine(monkeypatch:
         with lock:
             renewals.setdefault(container_id, []).append(time.monotonic())
 
-    monkeypatch.setattr(containers, "renew_lease", slow_renewal)
+    monkeypatch.setattr(lease, "renew_lease", slow_renewal)
     leased = {f"c{i:02d}": (GRACE, False) for i in range(SESSIONS)}
     keeper = lease.LeaseKeeper(None, lambda: leased)  # type: ignore[arg-type]
     started = time.monotonic()
@@ -65,7 +65,7 @@ def test_a_renewal_the_engine_holds_up_delays_no_other_lease(monkeypatch: pytest
         with lock:
             renewals.setdefault(container_id, []).append(time.monotonic())
 
-    monkeypatch.setattr(containers, "renew_lease", renewal)
+    monkeypatch.setattr(lease, "renew_lease", renewal)
     grace = 3.0
     leased = {"wedged": (grace, True), **{f"c{i}": (grace, False) for i in range(4)}}
     keeper = lease.LeaseKeeper(None, lambda: leased)  # type: ignore[arg-type]
@@ -96,7 +96,7 @@ async def test_a_renewal_never_waits_for_an_exec_that_does_not_end(rt: Runtime) 
         client = rt.backend.client  # type: ignore[attr-defined]
 
         def renew() -> None:
-            containers.renew_lease(client, s.container_id, gvisor=True)
+            lease.renew_lease(client, s.container_id, gvisor=True)
             done.set()
 
         started = time.monotonic()
