@@ -55,17 +55,19 @@ def date_file(pid: int, container_id: str, path: str, stamp: float) -> bool:
     """Set the times of the regular file ``path`` in the container to ``stamp``, making it
     (empty, root's) where it is missing, without the engine; False where that cannot be done
     safely here (the caller asks the engine)."""
-    if not reachable_pid(pid, container_id):
-        return False
     directory, name = posixpath.split(path)
     try:
         with opened(pid, directory) as parent:
+            # Checked once the container's root is held: a pid reused since is not the container's.
+            if not reachable_pid(pid, container_id):
+                return False
             try:
                 fd = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=parent)
             except FileNotFoundError:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_dev != os.fstat(parent).st_dev:
+                found = os.fstat(fd)
+                if not stat.S_ISREG(found.st_mode) or found.st_dev != os.fstat(parent).st_dev:
                     return False
                 # The descriptor's own inode, whatever is at the path by now.
                 os.utime(f"/proc/self/fd/{fd}", (stamp, stamp))
