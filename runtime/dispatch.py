@@ -219,9 +219,11 @@ class Dispatcher:
         # The home's dot entries and ~/bin hold what programs run at start: the kernel lets
         # commands write beneath the home's other entries, not in the home itself.
         home = self._home if self._home in roots and self._home != self.client.config.workdir else None
+        decided = tuple((p.requested, (p.resolved,) if p.entry is None else (p.resolved, p.entry)) for p in paths)
         return Confinement(
             user=self.client.config.agent_user,
             roots=roots if inside else None,
+            decided=decided,
             level=level.value,
             write_roots=tuple(r for r in roots if r != home),
             entry_roots=(home,) if home else (),
@@ -269,9 +271,9 @@ class Dispatcher:
             links = st.nlink if st.type == "file" else 1
             read = st.read_eof is not None
             probe = Probe(st, st.head if read else None, st.read_eof is True)
-            return ResolvedPath(requested=lexical, resolved=st.realpath, links=links), probe
+            return ResolvedPath(requested=lexical, resolved=st.realpath, links=links, entry=st.entry), probe
         real = posixpath.normpath(st.nearest) if st.nearest is not None else lexical
-        return ResolvedPath(requested=lexical, resolved=real), Probe(st)
+        return ResolvedPath(requested=lexical, resolved=real, entry=st.entry), Probe(st)
 
     async def command_client(self, tool: str, command: str, *, cwd: str | None, env: dict[str, str]) -> SandboxClient:
         """The client to run a command given outside a tool call (a hosted tenant's exec or

@@ -9,7 +9,7 @@ import contextlib
 from typing import Any, Dict, Iterator, Optional
 
 from .fscreds import acting_as
-from .pathres import Resolver, parse_roots
+from .pathres import Resolver, parse_decided, parse_roots
 from .users import UserInfo, resolve_user
 
 
@@ -21,7 +21,7 @@ def request_user(args: Dict[str, Any]) -> Optional[UserInfo]:
 @contextlib.contextmanager
 def fs_access(args: Dict[str, Any]) -> Iterator[Resolver]:
     user = request_user(args)
-    resolver = Resolver(parse_roots(args.get("roots")))
+    resolver = Resolver(parse_roots(args.get("roots")), parse_decided(args.get("decided")))
     try:
         with acting_as(user):
             yield resolver

@@ -39,18 +39,21 @@ def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
         try:
             st = os.fstat(fd)
             target = None
+            entry: Dict[str, Any] = {}
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink("", dir_fd=fd)  # the link this descriptor holds
+                entry["entry"] = fd_path(fd)
                 followed = open_or_none(res, path, O_PATH)
                 if followed is None and follow:
-                    return _missing(res, path, nearest), b""  # dangling link: nothing to follow to
+                    # A dangling link: nothing to follow to.
+                    return dict(_missing(res, path, nearest), **entry), b""
                 if followed is not None:
                     os.close(fd)
                     fd = followed
                     if follow:
                         st = os.fstat(fd)
             realpath = fd_path(fd)
-            result = dict(_meta(st, target), exists=True, realpath=realpath)
+            result = dict(_meta(st, target), exists=True, realpath=realpath, **entry)
             if head and follow and stat.S_ISREG(st.st_mode):
                 data = _head(fd, head, result)
             if args["writable"] and stat.S_ISREG(st.st_mode):
@@ -61,9 +64,22 @@ def op_stat(args: Dict[str, Any], blob: bytes) -> Reply:
 
 
 def _missing(res: Resolver, path: str, nearest: bool) -> Dict[str, Any]:
-    """A missing path's reply; with ``nearest``, the real path it would have: its deepest
-    existing ancestor's realpath joined with the rest."""
+    """A missing path's reply; with ``nearest``, the real path it would have: where a write
+    would create it, or with its parent missing too, its deepest existing ancestor's realpath
+    joined with the rest."""
     result: Dict[str, Any] = {"exists": False}
+    if nearest:
+        # Where a write would create it: a dangling link at the end is followed, as writes do.
+        try:
+            dirfd, name = res.parent(path, follow=True)
+        except (DaemonError, OSError):
+            pass  # a parent missing too (or not this user's): the nearest ancestor tells
+        else:
+            try:
+                result["nearest"] = fd_path(dirfd).rstrip("/") + "/" + name
+            finally:
+                os.close(dirfd)
+            return result
     probe, rest = path, ""
     while nearest and probe != "/":
         probe, name = os.path.split(probe)

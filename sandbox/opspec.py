@@ -75,6 +75,8 @@ FS_ARGS = (
     Arg("as_user", NAME_OR_ID, None, "the op's file access runs with this user's fsuid, fsgid and groups "
         "(null: the daemon's own, root)"),
     Arg("roots", LIST, None, "absolute directories the path must lie and resolve beneath (null: anywhere)"),
+    Arg("decided", OBJECT, None, "path as given -> the real paths the host's policy decided on (what it "
+        "resolves to; for a link, also the link): reaching anything else is refused with conflict (null: no check)"),
 )
 _TIMEOUT = _seconds("timeout", "seconds before the command's tree is killed (null: none)")
 # What starts a command (exec, spawn).
@@ -136,9 +138,11 @@ OPS: Tuple[Op, ...] = (
         Out("nlink", "the number of names: hard links"),
         Out("target", "a symbolic link's text, or null"),
         Out("realpath", "the kernel's name of the descriptor opened, links resolved"),
+        Out("entry", "for a symbolic link at the end: the link's own real path (its directory's realpath and name)"),
         Out("read_eof", "with read: the blob is the whole file"),
         Out("sha256", "with read, when read_eof: the whole file's hash"),
-        Out("nearest", "with nearest, when missing: its deepest existing ancestor's realpath joined with the rest"),
+        Out("nearest", "with nearest, when missing: where a write would create it (a dangling link followed), else "
+            "its deepest existing ancestor's realpath joined with the rest"),
         Out("writable", "with writable, for a regular file: opened for writing as the caller, it was (nothing written)"),
     ), blob_out="with `read`: the file's first bytes"),
     Op("read", "A byte range of a regular file.", (

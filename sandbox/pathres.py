@@ -13,6 +13,11 @@ resolves symbolic links itself and refuses any that leave the root; an absolute
 link that stays inside is followed. Without roots the kernel resolves (as the
 thread's credentials allow), except the final symlinks of paths written, which are
 followed here, one link at a time, from the directory descriptor already open.
+
+``decided`` binds a path to where the host's policy found it: the real paths it looked at
+(what the path resolves to and, for a link, the link itself). A path whose descriptor the
+kernel names otherwise, because someone swapped a link on its way since, is refused
+(``conflict``) before anything is done with it.
 """
 
 import errno
@@ -76,12 +81,34 @@ class _Root:
             self.names.append(real)  # so canonical paths (fd_path) map back beneath it
 
 
+def parse_decided(value: object) -> Dict[str, Tuple[str, ...]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(real, list) and real and all(isinstance(r, str) and r.startswith("/") for r in real)
+        for real in value.values()
+    ):
+        raise DaemonError("bad_request", "decided must map each path to a non-empty list of absolute paths")
+    return {path: tuple(real) for path, real in value.items()}
+
+
 class Resolver:
     """Resolves the paths of one request; ``close()`` releases its root descriptors."""
 
-    def __init__(self, roots: Optional[List[str]]) -> None:
+    def __init__(self, roots: Optional[List[str]], decided: Optional[Dict[str, Tuple[str, ...]]] = None) -> None:
         self.roots = roots
+        self.decided = decided or {}
         self._open: Dict[str, _Root] = {}
+
+    def _as_decided(self, path: str, reached: str, fd: int) -> None:
+        """Refuse (closing ``fd``) a decided path that now reaches another entry than the policy saw."""
+        real = self.decided.get(path)
+        if real is not None and reached not in real:
+            os.close(fd)
+            raise DaemonError(
+                "conflict", "%s changed while the call ran: it now leads to %s, not to %s as when it was "
+                "allowed; nothing was done" % (path, reached, " or ".join(real))
+            )
 
     def close(self) -> None:
         for root in self._open.values():
@@ -113,8 +140,12 @@ class Resolver:
         """Open ``path`` (symlinks followed unless ``O_NOFOLLOW``: then the last one is opened
         itself with ``O_PATH``, or refused with ELOOP otherwise)."""
         flags |= os.O_CLOEXEC
-        if self.roots is None:
-            return os.open(path, flags, mode)
+        fd = os.open(path, flags, mode) if self.roots is None else self._open_in_roots(path, flags, mode)
+        if self.decided:
+            self._as_decided(path, fd_path(fd), fd)
+        return fd
+
+    def _open_in_roots(self, path: str, flags: int, mode: int) -> int:
         for root, rel in self._candidates(path):
             try:
                 return _open_beneath(root, rel, flags, mode)
@@ -128,6 +159,12 @@ class Resolver:
         With ``follow``, a last component that is a symbolic link is replaced by what it
         points to, until it is none (or missing). The caller closes the descriptor.
         """
+        dirfd, name = self._parent(path, follow)
+        if self.decided:
+            self._as_decided(path, fd_path(dirfd).rstrip("/") + "/" + name, dirfd)
+        return dirfd, name
+
+    def _parent(self, path: str, follow: bool) -> Tuple[int, str]:
         for _ in range(MAX_LINKS + 1):
             head, name = os.path.split(path.rstrip("/") or "/")
             if name in ("", ".", ".."):

@@ -179,7 +179,7 @@ def test_parse_fills_every_declared_argument() -> None:
     full = opspec.parse("read", {"path": "/a", "length": None})
     assert full == {
         "path": "/a", "offset": 0, "length": -1, "max_bytes": None, "hash": False, "max_size": None,
-        "plain": False, "as_user": None, "roots": None,
+        "plain": False, "as_user": None, "roots": None, "decided": None,
     }
     assert opspec.parse("task_read", {"task_id": "t1", "wait": 2})["wait"] == 2
     # Defaults are shared by every request: none may be changed in place.

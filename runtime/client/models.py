@@ -55,6 +55,10 @@ class Confinement(BaseModel):
     # Whether commands may change modes, owners, times and extended attributes (a seccomp
     # filter in the daemon forbids them where not); None: all but safe may.
     metadata: bool | None = None
+    # File ops: each path the policy decided on -> the real paths it saw there (what the path
+    # resolves to; for a link, the link too). The daemon refuses (conflict) a path that has
+    # come to reach anything else: a link swapped since cannot carry the call elsewhere.
+    decided: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def writable(self, *dirs: str) -> Confinement:
         """The same, plus writes beneath ``dirs``: a tool's own bookkeeping (the shell's saved
@@ -100,6 +104,8 @@ class _FileMeta(_Reply):
 class StatResult(_FileMeta):
     exists: bool
     realpath: str | None = None
+    # For a symbolic link at the end: the link's own real path.
+    entry: str | None = None
     # Asked for with ``read``: the head of a regular file the caller can read (None: not read),
     # and when it is the whole file, its hash.
     read_eof: bool | None = None

@@ -143,7 +143,10 @@ class SandboxClient:
         assert c is not None
         # Ops that open paths go with the agent's credentials and roots.
         if op in opspec.FILE_OPS:
-            return {**args, "as_user": c.user, "roots": list(c.roots) if c.roots is not None else None}
+            args = {**args, "as_user": c.user, "roots": list(c.roots) if c.roots is not None else None}
+            if c.decided:
+                args["decided"] = {path: list(real) for path, real in c.decided}
+            return args
         if op in opspec.COMMAND_OPS:
             if args.get("user") not in (None, c.user):
                 raise OpError("permission_denied", f"commands of a tool run as {c.user}, not as {args['user']}")

@@ -34,6 +34,8 @@ class ResolvedPath(BaseModel):
     resolved: str
     # Names of the file (hard links): another name may be a secret's.
     links: int = 1
+    # The path is a symbolic link: the link's own real path (ops on the link itself reach it).
+    entry: str | None = None
 
 
 def domain_allowed(host: str, allowed: list[str]) -> bool:

@@ -51,7 +51,8 @@ def test_stat(daemon: Client, ws: Path) -> None:
 
     assert daemon.call("stat", path=str(ws / "missing"))[0] == {"exists": False}
     assert daemon.call("stat", path=str(ws / "f" / "below"))[0] == {"exists": False}
-    assert daemon.call("stat", path=str(ws / "dangling"))[0] == {"exists": False}
+    # A dangling link: missing, and where the link itself is.
+    assert daemon.call("stat", path=str(ws / "dangling"))[0] == {"exists": False, "entry": str(ws / "dangling")}
     assert daemon.call("stat", path=str(ws / "dangling"), follow=False)[0]["type"] == "symlink"
 
 
@@ -78,6 +79,10 @@ def test_stat_nearest_names_where_a_new_path_would_be(daemon: Client, ws: Path) 
     assert result == {"exists": False, "nearest": str(ws / "real" / "new" / "file")}
     result, _ = daemon.call("stat", path=str(ws / "dangling-new"), nearest=True)
     assert result["nearest"] == str(ws / "dangling-new")
+    # A dangling link is followed, as a write would follow it, to where the write would land.
+    os.symlink("real/made-by-a-write", ws / "dangling-link")
+    result, _ = daemon.call("stat", path=str(ws / "dangling-link"), nearest=True)
+    assert result == {"exists": False, "nearest": str(ws / "real" / "made-by-a-write"), "entry": str(ws / "dangling-link")}
     assert daemon.call("stat", path=str(ws / "missing"))[0] == {"exists": False}  # only when asked
 
 
@@ -151,6 +156,35 @@ def test_write_through_symlink_keeps_link(daemon: Client, ws: Path) -> None:
     daemon.call("write", b"new", path=str(ws / "link"))
     assert os.readlink(ws / "link") == "real"
     assert (ws / "real").read_bytes() == b"new"
+
+
+def test_decided_paths_reach_only_what_was_decided(daemon: Client, ws: Path) -> None:
+    """A path bound to the real paths the host decided on is refused (conflict, nothing done)
+    once a link on its way leads elsewhere; through the link the host saw, it works."""
+    (ws / "real").mkdir()
+    (ws / "guarded").mkdir()
+    (ws / "guarded" / "f").write_bytes(b"guarded")
+    os.symlink("real", ws / "via")
+    path = str(ws / "via" / "f")
+    decided = {path: [str(ws / "real" / "f")]}
+    daemon.call("write", b"one", path=path, decided=decided)
+    assert (ws / "real" / "f").read_bytes() == b"one"
+    os.remove(ws / "via")
+    os.symlink("guarded", ws / "via")  # swapped after the decision
+    for op, blob, args in (
+        ("write", b"two", {}), ("read", b"", {}), ("stat", b"", {}), ("remove", b"", {}),
+        ("rename", b"", {"src": path, "dst": str(ws / "moved")}),
+    ):
+        call = {"path": path, **args} if op != "rename" else args
+        error = daemon.error(op, blob, decided=decided, **call)
+        assert error.code == "conflict" and "changed while the call ran" in error.message, (op, error)
+    assert (ws / "guarded" / "f").read_bytes() == b"guarded" and not (ws / "moved").exists()
+    # A link at the end: the link itself is reached by ops on the link, its target by the rest.
+    os.symlink("real/f", ws / "lnk")
+    both = {str(ws / "lnk"): [str(ws / "real" / "f"), str(ws / "lnk")]}
+    assert daemon.call("read", path=str(ws / "lnk"), decided=both)[1] == b"one"
+    daemon.call("remove", path=str(ws / "lnk"), decided=both)
+    assert not (ws / "lnk").is_symlink() and (ws / "real" / "f").exists()
 
 
 def test_write_compare_and_swap(daemon: Client, ws: Path) -> None:

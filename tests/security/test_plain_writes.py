@@ -57,6 +57,23 @@ async def test_link_to_a_protected_file_is_asked_about(staged: tuple[Session, As
     assert asked.paths == [HOOK, HOOK, "/workspace/.git/hooks/new-hook", "/workspace/.git/hooks/d/x"]
 
 
+async def test_dangling_link_into_git_is_asked_about(staged: tuple[Session, Asked]) -> None:
+    """A link to a file not yet made is written through, so the question is about where the
+    write would make it (before, the policy looked at the link and .git/hooks got a new hook)."""
+    s, asked = staged
+    made = "/workspace/.git/hooks/post-checkout"
+    await s.exec(f"ln -s {made} /workspace/later.txt && ln -s hooks/post-merge /workspace/.git/merge-note")
+    tried = {"/workspace/later.txt": made, "/workspace/.git/merge-note": "/workspace/.git/hooks/post-merge"}
+    landed = 0
+    for path, target in tried.items():
+        r = await s.call("write_file", {"path": path, "content": "PWN\n"})
+        landed += (await s.stat(target)).exists
+        assert not r.ok and r.error is not None and r.error.code == "permission_denied", r.text
+    print(f"write_file through dangling links into .git: {landed} of {len(tried)} landed; asked about {asked.paths}")
+    assert landed == 0
+    assert asked.paths == list(tried.values())
+
+
 async def test_hard_link_to_a_protected_file_is_not_written(staged: tuple[Session, Asked]) -> None:
     s, _ = staged
     await s.exec(f"ln {HOOK} /workspace/alias")
@@ -69,18 +86,15 @@ async def test_hard_link_to_a_protected_file_is_not_written(staged: tuple[Sessio
 
 
 async def test_racing_links_to_protected_paths(staged: tuple[Session, Asked]) -> None:
-    """A racer swaps a file, and a directory, between plain ones and links into .git."""
+    """A racer swaps a file between a plain one and a link into .git (directories swapped on
+    the way: test_swapped_after_decision)."""
     s, asked = staged
     flip_file = f"ln -sfn {HOOK} l.tmp && mv -Tf l.tmp f; printf 'A\\n' > f.tmp && mv -Tf f.tmp f"
-    flip_dir = (
-        "ln -sfn /workspace/.git/hooks m.tmp && mv -Tf m.tmp d; rm -rf d.tmp; mkdir d.tmp && mv -Tf d.tmp d"
-    )
-    task = await s.spawn(f"cd {RACE} && while :; do {flip_file}; {flip_dir}; done")
+    task = await s.spawn(f"cd {RACE} && while :; do {flip_file}; done")
     worked = 0
     try:
         for i in range(ATTEMPTS):
-            path = f"{RACE}/f" if i % 2 else f"{RACE}/d/pre-commit"
-            worked += (await s.call("write_file", {"path": path, "content": f"PWN{i}\n"})).ok
+            worked += (await s.call("write_file", {"path": f"{RACE}/f", "content": f"PWN{i}\n"})).ok
     finally:
         await s.task_signal(task.task_id, "KILL")
     landed = (await hook(s)).count("PWN")
