@@ -184,7 +184,7 @@ class RuntimeConfig(BaseModel):
         le=1,
         description=(
             "share of the host's kernel.pid_max (or threads-max, the smaller) that the gVisor sessions of a local "
-            "engine may hold as host threads together (8 × limits.pids each); a gVisor session past it is refused. "
+            "engine may hold as host threads together (16 × limits.pids each, at least 2,048); a gVisor session past it is refused. "
             "Not checked on a remote engine, whose kernel this host cannot read"
         ),
     )

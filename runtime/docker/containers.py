@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 import os
 import posixpath
 import subprocess
@@ -106,25 +107,37 @@ class CreatedContainer:
 # (simple quotas: each extent counts against the subvolume that wrote it), "btrfs-qgroup"
 # (full accounting: the image's shared extents count too), or None (only the soft watch).
 _QUOTAS: dict[str, str | None] = {}
-# Under gVisor's ptrace platform each process of a session costs the host 10-55 threads (a
-# stub process per address space, growing with the sentry's threads, kept after the process
-# ends), and Docker's pids limit counts those: a fork bomb that reached it ended the whole
-# sandbox. So a gVisor session gets GVISOR_HOST_PIDS times its pids limit as host threads,
-# and one GVISOR_PROCESS_SHARE-th of it as processes, which the daemon enforces inside
-# (sandbox/pidwatch.py): 42 processes and 4,096 host threads for the default 512.
-GVISOR_HOST_PIDS = 8
-GVISOR_PROCESS_SHARE = 12
+# Under gVisor's ptrace platform each address space of a session is a stub process on the
+# host, and each stub gets a thread for every sentry thread that ever ran a task in it; stubs
+# and their threads are kept after the processes end. So host threads grow towards (stubs) x
+# (sentry threads), both about the session's processes plus a few dozen of the daemon's and
+# the sentry's own: 8 rounds of fork loops at 42 processes reached 3,868 and kept rising, and
+# one more thread past Docker's pids limit ends the whole sandbox (the sentry panics when a
+# new stub gets no thread). So a gVisor session gets GVISOR_HOST_PIDS times its pids limit as
+# host threads (at least GVISOR_MIN_HOST_THREADS), and as processes one GVISOR_PROCESS_SHARE-th
+# of its pids limit, at most the square root of a third of its host threads, which the daemon
+# enforces inside (sandbox/pidwatch.py): 30 processes and 8,192 host threads for the default 512.
+GVISOR_HOST_PIDS = 16
+GVISOR_MIN_HOST_THREADS = 2048
+GVISOR_PROCESS_SHARE = 17
 GVISOR_MIN_PROCESSES = 8
 
 
+def gvisor_host_threads(pids: int) -> int:
+    """The host threads a gVisor session with ``limits.pids`` = ``pids`` may hold."""
+    return max(GVISOR_MIN_HOST_THREADS, pids * GVISOR_HOST_PIDS)
+
+
 def gvisor_processes(pids: int) -> int:
-    """The processes a gVisor session with ``limits.pids`` = ``pids`` may run."""
-    return max(GVISOR_MIN_PROCESSES, pids // GVISOR_PROCESS_SHARE)
+    """The processes a gVisor session with ``limits.pids`` = ``pids`` may run: their host
+    threads grow with their square, so the cap keeps that well inside the host threads."""
+    cap = math.isqrt(gvisor_host_threads(pids) // 3)
+    return max(GVISOR_MIN_PROCESSES, min(pids // GVISOR_PROCESS_SHARE, cap))
 
 
 def host_threads(config: SessionConfig) -> int:
     """The container's pids limit: the host threads (gVisor) or processes (runc) it may hold."""
-    return config.limits.pids * (GVISOR_HOST_PIDS if config.gvisor else 1)
+    return gvisor_host_threads(config.limits.pids) if config.gvisor else config.limits.pids
 
 
 QUOTA_DRIVERS = {"overlay2": "xfs-pquota", "btrfs": "btrfs-qgroup"}

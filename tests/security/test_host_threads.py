@@ -1,5 +1,5 @@
-"""The host's threads are shared by every gVisor session of a local engine (8 × limits.pids
-each may be held): a new gVisor session that would take their limits together past the
+"""The host's threads are shared by every gVisor session of a local engine (16 × limits.pids,
+at least 2,048, each may hold): a new gVisor session that would take their limits together past the
 runtime's share of the host's pid_max is refused with an error that says what to do. Tested
 with a small share rather than many sessions; runc sessions do not count against it."""
 
@@ -15,23 +15,23 @@ from anyio.streams.text import TextReceiveStream
 from caisson import Runtime, RuntimeConfig
 from caisson.config import PoolConfig, SessionConfig
 from caisson.docker import host_threads
-from caisson.docker.containers import LABEL_OWNER
+from caisson.docker.containers import LABEL_OWNER, gvisor_host_threads
 from caisson.errors import HostLimit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
 
-SMALL = 64  # limits.pids: 512 host threads under gVisor
+SMALL = 64  # limits.pids: the least host threads under gVisor (2,048)
 
 
 async def test_gvisor_sessions_past_the_hosts_thread_budget_are_refused(rt: Runtime, tmp_path: Path) -> None:
     client = rt.backend.client  # type: ignore[attr-defined]
     most = host_threads.host_budget(1.0)
     assert most is not None, "the host's kernel.pid_max is unreadable"
-    # Room for 1,000 host threads: less than one default gVisor session (4,096).
+    # Room for 1,000 host threads: less than one default gVisor session (8,192).
     share = 1000 / most
     async with rt.session(gvisor=True, limits={"pids": SMALL}) as held_open:
         sessions, threads = host_threads.held(client)
-        assert sessions >= 1 and threads >= 8 * SMALL, (sessions, threads)
+        assert sessions >= 1 and threads >= gvisor_host_threads(SMALL), (sessions, threads)
         async with Runtime(RuntimeConfig(state_dir=str(tmp_path), gc_on_start=False, gvisor_host_threads_share=share)) as small:
             tried = landed = 0
             for limits in ({}, {"pids": SMALL}):
@@ -57,7 +57,7 @@ async def test_a_warm_pool_refills_only_within_the_hosts_thread_budget(rt: Runti
     most = host_threads.host_budget(1.0)
     assert most is not None
     _, threads = host_threads.held(client)
-    share = (threads + 8 * SMALL + 100) / most
+    share = (threads + gvisor_host_threads(SMALL) + 100) / most
     config = RuntimeConfig(
         state_dir=str(tmp_path), gc_on_start=False, gvisor_host_threads_share=share,
         pool=PoolConfig(size=2, session=SessionConfig(gvisor=True, limits={"pids": SMALL})),
@@ -116,7 +116,7 @@ async def test_controllers_opening_at_once_share_the_budget(rt: Runtime, tmp_pat
     most = host_threads.host_budget(1.0)
     assert most is not None
     _, threads = host_threads.held(client)
-    share = (threads + 8 * SMALL + 100) / most
+    share = (threads + gvisor_host_threads(SMALL) + 100) / most
     tries = 2
     procs = [
         await anyio.open_process(
