@@ -79,11 +79,13 @@ async def stage(request: pytest.FixtureRequest, rt: Runtime) -> AsyncIterator[St
         yield Stage(s, asked, request.param, secret)
 
 
-async def race(stage: Stage, setup: str, a: str, b: str, attempt: Callable[[int], Awaitable[tuple[bool, bool]]]) -> tuple[int, int]:
+async def race(
+    stage: Stage, tool: str, setup: str, a: str, b: str, attempt: Callable[[int], Awaitable[tuple[bool, bool]]]
+) -> None:
     """``setup`` in a fresh race directory, then ``a`` and ``b`` swapped while ``attempt`` runs
-    ATTEMPTS times: (attempts that landed, attempts the tool answered as done). Then, the
-    swapping stopped and the race directory set up again, one more attempt must be done and
-    land nowhere: the tool was refused only what the race made of the path."""
+    ATTEMPTS times (each says: done, landed); none may land. Then, the swapping stopped and
+    the race directory set up again, one more attempt must be done and land nowhere: the tool
+    was refused only what the race made of the path."""
     s = stage.session
 
     async def set_up() -> None:
@@ -103,20 +105,23 @@ async def race(stage: Stage, setup: str, a: str, b: str, attempt: Callable[[int]
         await s.task_signal(task.task_id, "KILL")
     await s.task_wait(task.task_id, timeout=30)
     await set_up()
-    ok, hit = await attempt(ATTEMPTS)
-    assert ok and not hit, "unraced, the call must be done on the decoy"
-    return landed, done
-
-
-def report(stage: Stage, tool: str, landed: int, done: int) -> None:
     print(
         f"[{stage.runtime}] {tool}: {landed} of {ATTEMPTS} landed, {done} answered as done (on the decoy), "
         f"{len(stage.asked.refused)} asks about .git so far (all refused)"
     )
+    assert landed == 0
+    ok, hit = await attempt(ATTEMPTS)
+    assert ok and not hit, "unraced, the call must be done on the decoy"
 
 
 async def hook(s: Session) -> str:
     return (await s.read_file(HOOK)).decode()
+
+
+async def put_back_the_decoy(s: Session) -> None:
+    """Each attempt finds the decoy whole (the hook is written back by the runner): every edit
+    finds "exit 0" wherever it lands."""
+    await s.exec(f"cd {RACE} && for x in d l; do [ -L $x ] || printf '{HOOK_TEXT}' > $x/pre-commit; done")
 
 
 def decoy_dir() -> str:
@@ -131,41 +136,52 @@ async def test_write_file_through_a_swapped_directory(stage: Stage) -> None:
         r = await s.call("write_file", {"path": f"{RACE}/d/pre-commit", "content": f"PWN{i}\n"})
         return r.ok, "PWN" in await hook(s)
 
-    landed, done = await race(stage, decoy_dir(), "d", "l", attempt)
-    report(stage, "write_file through a swapped directory", landed, done)
-    assert landed == 0
+    await race(stage, "write_file through a swapped directory", decoy_dir(), "d", "l", attempt)
 
 
 async def test_edit_file_through_a_swapped_directory(stage: Stage) -> None:
     s = stage.session
 
     async def attempt(i: int) -> tuple[bool, bool]:
-        # The decoy is put back each time: every edit finds "exit 0" wherever it lands.
-        await s.exec(f"cd {RACE} && for x in d l; do [ -L $x ] || printf '{HOOK_TEXT}' > $x/pre-commit; done")
+        await put_back_the_decoy(s)
         r = await s.call(
             "edit_file", {"path": f"{RACE}/d/pre-commit", "old_string": "exit 0", "new_string": f"echo PWN{i}"}
         )
         return r.ok, "PWN" in await hook(s)
 
-    landed, done = await race(stage, decoy_dir(), "d", "l", attempt)
-    report(stage, "edit_file through a swapped directory", landed, done)
-    assert landed == 0
+    await race(stage, "edit_file through a swapped directory", decoy_dir(), "d", "l", attempt)
+
+
+@pytest.mark.parametrize("tool", ["multi_edit", "apply_patch"])
+async def test_other_edits_through_a_swapped_directory(stage: Stage, tool: str) -> None:
+    s = stage.session
+
+    async def attempt(i: int) -> tuple[bool, bool]:
+        await put_back_the_decoy(s)
+        path = f"{RACE}/d/pre-commit"
+        if tool == "multi_edit":
+            args = {"path": path, "edits": [{"old_string": "exit 0", "new_string": f"echo PWN{i}"}]}
+        else:
+            patch = f"--- a/pre-commit\n+++ b/pre-commit\n@@ -1,2 +1,2 @@\n #!/bin/sh\n-exit 0\n+echo PWN{i}\n"
+            args = {"path": path, "patch": patch}
+        r = await s.call(tool, args)
+        return r.ok, "PWN" in await hook(s)
+
+    await race(stage, f"{tool} through a swapped directory", decoy_dir(), "d", "l", attempt)
 
 
 async def test_delete_file_through_a_swapped_directory(stage: Stage) -> None:
     s = stage.session
 
     async def attempt(i: int) -> tuple[bool, bool]:
-        await s.exec(f"cd {RACE} && for x in d l; do [ -L $x ] || printf '{HOOK_TEXT}' > $x/pre-commit; done")
+        await put_back_the_decoy(s)
         r = await s.call("delete_file", {"path": f"{RACE}/d/pre-commit"})
         gone = not (await s.stat(HOOK)).exists
         if gone:  # put the hook back, so each attempt counts on its own
             await s.write_file(HOOK, HOOK_TEXT)
         return r.ok, gone
 
-    landed, done = await race(stage, decoy_dir(), "d", "l", attempt)
-    report(stage, "delete_file through a swapped directory", landed, done)
-    assert landed == 0
+    await race(stage, "delete_file through a swapped directory", decoy_dir(), "d", "l", attempt)
 
 
 async def test_read_file_of_a_file_swapped_with_a_link_to_a_secret(stage: Stage) -> None:
@@ -177,6 +193,4 @@ async def test_read_file_of_a_file_swapped_with_a_link_to_a_secret(stage: Stage)
         return r.ok, stage.secret in r.text
 
     setup = "head -c 600000 /dev/zero | tr '\\0' x | fold -w 99 > notes.txt && ln -s /workspace/.env link"
-    landed, done = await race(stage, setup, "notes.txt", "link", attempt)
-    report(stage, "read_file of a file swapped with a link to .env", landed, done)
-    assert landed == 0
+    await race(stage, "read_file of a file swapped with a link to .env", setup, "notes.txt", "link", attempt)
