@@ -15,7 +15,7 @@ from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import MISSING, abspath, open_or_none, owner_ids
 from .fscreds import current
-from .pathres import O_PATH, Outside, Resolver, fd_path
+from .pathres import O_PATH, Outside, Resolver, entry_path
 from .syscalls import RENAME_NOREPLACE, renameat2
 
 
@@ -130,7 +130,7 @@ def plain_parent(path: str, plain: bool, open_parent: Callable[[], Tuple[int, st
         if plain:  # only a link leads out of roots the path lies beneath
             raise NotPlain(path, "is reached through a symbolic link") from None
         raise
-    if plain and fd_path(dirfd).rstrip("/") + "/" + name != path.rstrip("/"):
+    if plain and entry_path(dirfd, name) != path.rstrip("/"):
         os.close(dirfd)
         raise NotPlain(path, "is reached through a symbolic link")
     return dirfd, name

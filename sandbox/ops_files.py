@@ -15,7 +15,7 @@ from .errors import DaemonError, NotPlain, Reply
 from .fsaccess import fs_access
 from .fscommon import CHUNK, abspath, file_type, not_plain_because, open_or_none, sha256_fd
 from .limits import MAX_BLOB, MAX_LISTING
-from .pathres import O_PATH, Outside, Resolver, fd_path
+from .pathres import O_PATH, Outside, Resolver, entry_path, fd_path
 
 # An ignore file larger than this is not a real ignore file; do not ship it.
 MAX_IGNORE_FILE = 1024 * 1024
@@ -76,7 +76,7 @@ def _missing(res: Resolver, path: str, nearest: bool) -> Dict[str, Any]:
             pass  # a parent missing too (or not this user's): the nearest ancestor tells
         else:
             try:
-                result["nearest"] = fd_path(dirfd).rstrip("/") + "/" + name
+                result["nearest"] = entry_path(dirfd, name)
             finally:
                 os.close(dirfd)
             return result

@@ -28,7 +28,7 @@ from .fsaccess import fs_access
 from .fscommon import abspath, not_plain_because, owner_ids, sha256_fd
 from .fscreds import current
 from .ops_dirs import make_dir, plain_parent
-from .pathres import Resolver, fd_path
+from .pathres import Resolver, entry_path
 from .syscalls import RENAME_EXCHANGE, renameat2
 
 # Staging files of uploads that saw no chunk for this long are deleted.
@@ -102,7 +102,7 @@ class _Staging:
 
     @property
     def key(self) -> str:
-        return fd_path(self.dirfd).rstrip("/") + "/" + self.name
+        return entry_path(self.dirfd, self.name)
 
     def append(self, res: Resolver, data: bytes, parents: bool, dir_owner: Optional[Tuple[int, int]]) -> None:
         if self.done:

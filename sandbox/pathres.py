@@ -45,6 +45,11 @@ def fd_path(fd: int) -> str:
     return os.readlink("/proc/self/fd/%d" % fd)
 
 
+def entry_path(dirfd: int, name: str) -> str:
+    """The canonical path of entry ``name`` of the open directory ``dirfd``."""
+    return fd_path(dirfd).rstrip("/") + "/" + name
+
+
 def _beneath(path: str, root: str) -> Optional[str]:
     """``path`` relative to ``root`` when it is lexically beneath it (or is it), else None."""
     if root == "/":
@@ -161,7 +166,7 @@ class Resolver:
         """
         dirfd, name = self._parent(path, follow)
         if self.decided:
-            self._as_decided(path, fd_path(dirfd).rstrip("/") + "/" + name, dirfd)
+            self._as_decided(path, entry_path(dirfd, name), dirfd)
         return dirfd, name
 
     def _parent(self, path: str, follow: bool) -> Tuple[int, str]:
@@ -177,7 +182,7 @@ class Resolver:
                 if not stat.S_ISLNK(st.st_mode):
                     return dirfd, name
                 target = os.readlink(name, dir_fd=dirfd)
-                path = target if target.startswith("/") else fd_path(dirfd).rstrip("/") + "/" + target
+                path = target if target.startswith("/") else entry_path(dirfd, target)
             except FileNotFoundError:
                 return dirfd, name  # to be created
             except BaseException:
