@@ -21,14 +21,15 @@ pytestmark = pytest.mark.anyio
 PORT = 8765
 COUNT = "/run/loopback-hits"
 SERVER = f"""
-import socket
+import os, socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", {PORT})); s.listen(64)
 n = 0
 print("listening", flush=True)
 while True:
     c, _ = s.accept(); n += 1; c.close()
-    open("{COUNT}", "w").write(str(n))
+    # Replaced whole, so a reader never sees the file between truncation and write.
+    open("{COUNT}.new", "w").write(str(n)); os.replace("{COUNT}.new", "{COUNT}")
 """
 PY_CONNECT = f"import socket; socket.create_connection(('127.0.0.1', {PORT}), timeout=2); print('LANDED')"
 ATTACKS = {
@@ -63,7 +64,11 @@ async def test_commands_of_a_session_without_network_cannot_use_loopback_tcp_und
     async with rt.session(gvisor=True) as s:
         await s.spawn(["python3", "-c", SERVER], user="root")
         # Control: once it listens, the server answers root.
-        waited = f"import time\nfor _ in range(100):\n  try:\n    {PY_CONNECT}\n    break\n  except OSError: time.sleep(0.1)"
+        # The client may return before the server has counted it: wait for the count too.
+        waited = (
+            f"import os, time\nfor _ in range(100):\n  try:\n    {PY_CONNECT}\n    break\n  except OSError: time.sleep(0.1)"
+            f"\nfor _ in range(100):\n  if os.path.exists('{COUNT}'): break\n  time.sleep(0.1)"
+        )
         root = await s.exec(["python3", "-c", waited], user="root")
         assert "LANDED" in root.stdout, root
         hits_before = int((await s.read_file(COUNT)).decode())
