@@ -116,10 +116,10 @@ if ! docker_ok; then
     docker_ok || { log "dockerd did not come up; see /var/log/caisson-dockerd.log"; exit 1; }
   fi
 fi
-# Every gVisor session may hold 8 x limits.pids host threads, and caisson refuses gVisor
-# sessions past half of the host's pid_max (and threads-max). systemd raises pid_max to
-# 4194304 on 64-bit hosts; a host without it keeps the kernel's 32768 (four default gVisor
-# sessions), so it is raised here the same way.
+# Every gVisor session may hold 16 x limits.pids host threads (at least 2,048), and caisson
+# refuses gVisor sessions past a share of the host's pid_max (and threads-max). systemd raises
+# pid_max to 4194304 on 64-bit hosts; a host without it keeps the kernel's 32768 (two default
+# gVisor sessions), so it is raised here the same way.
 if [ "$(cat /proc/sys/kernel/pid_max)" -lt 4194304 ] && [ "$(getconf LONG_BIT)" = 64 ]; then
   log "raising kernel.pid_max to 4194304 (systemd's default on 64-bit hosts) for gVisor sessions' host threads"
   sysctl -q -w kernel.pid_max=4194304 || log "could not raise kernel.pid_max: fewer gVisor sessions fit at once"
