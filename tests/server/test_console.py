@@ -14,6 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
@@ -51,9 +52,12 @@ def test_approve_from_the_console(sqlite_api: Api, browser: webdriver.Chrome, tm
         browser.get(f"{sqlite_api.url}/console")
         browser.find_element(By.ID, "key").send_keys(t.token)
         browser.find_element(By.ID, "connect").click()
-        wait = WebDriverWait(browser, 20)
-        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#approvals tr[data-approval]")))
-        assert DANGEROUS in row.text and sid in row.text
+        # The page redraws its tables every second: an element found may be gone when read,
+        # so each look is retried, and a row is read in the same script that finds it.
+        wait = WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException,))
+        row: str = wait.until(lambda d: d.execute_script(
+            "const r = document.querySelector('#approvals tr[data-approval]'); return r ? r.textContent : null"))
+        assert DANGEROUS in row and sid in row
         wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, f'#sessions tr[data-session="{sid}"]')))
         wait.until(lambda d: "ls /workspace" in d.find_element(By.ID, "audit").text)
         shot = SCREENSHOT if os.environ.get("CAISSON_UPDATE_SCREENSHOT") else tmp_path / "console.png"
@@ -96,7 +100,7 @@ def test_an_operator_filters_pages_and_closes_from_the_console(
         browser.get(f"{sqlite_api.url}/console")
         browser.find_element(By.ID, "key").send_keys(sqlite_api.admin_token)
         browser.find_element(By.ID, "connect").click()
-        wait = WebDriverWait(browser, 30)
+        wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
 
         # Read in one script: the page redraws its tables every second.
         def shown(table: str, attribute: str = "session") -> list[str]:
