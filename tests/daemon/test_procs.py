@@ -108,7 +108,8 @@ def test_exec_does_not_wait_for_detached_background(daemon: Client) -> None:
     started = time.monotonic()
     result, out, _ = daemon.run("sleep 101 & echo started")
     assert out == b"started\n" and result["exit_code"] == 0
-    assert time.monotonic() - started < 1.0
+    # Far below the background job's 101 s: not waited for (room for a busy machine).
+    assert time.monotonic() - started < 10.0
     assert cmdline_pids(daemon, "sleep 101")  # still running: a background job, killed at daemon exit
 
 
@@ -119,7 +120,7 @@ def test_exec_timeout_kills_detached_tree(daemon: Client) -> None:
     elapsed = time.monotonic() - started
     assert result["timed_out"] is True and result["exit_code"] is None and result["signal"] == 9
     assert out == b"begun\n"
-    assert 0.9 < elapsed < 3.0, elapsed
+    assert 0.9 < elapsed < 10.0, elapsed  # the tree holds on for 100-300 s unless killed
     assert wait_for(lambda: not cmdline_pids(daemon, "sleep 300", "sleep 301", "sleep 100"), timeout=3.0)
 
 
@@ -167,7 +168,7 @@ def test_task_read_long_poll(daemon: Client) -> None:
     task_id = daemon.call("spawn", command="sleep 0.3; echo late")[0]["task_id"]
     started = time.monotonic()
     result, blob = daemon.call("task_read", task_id=task_id, wait=5)
-    assert blob == b"late\n" and 0.2 < time.monotonic() - started < 2.0
+    assert blob == b"late\n" and 0.2 < time.monotonic() - started < 4.5  # at the output, not at wait=5
     result, blob = daemon.call("task_read", task_id=task_id, stdout_offset=result["stdout_offset"], wait=5)
     assert blob == b"" and result["running"] is False and result["exit_code"] == 0
     assert daemon.error("task_read", task_id=task_id, stdout_offset=10**6).code == "bad_request"

@@ -52,8 +52,8 @@ def test_fifty_concurrent_requests(daemon: Client) -> None:
             assert blob == b"%d\n" % i and result["exit_code"] == 0
         elif op == "write":
             assert result["size"] == len(b"%d" % i)
-    # 30 execs of 0.4 s each ran in parallel, not one after another.
-    assert time.monotonic() - started < 4.0
+    # 30 execs of 0.4 s each ran in parallel, not one after another (12 s).
+    assert time.monotonic() - started < 8.0
 
 
 def test_bad_frame_kills_daemon(tmp_path: Path) -> None:

@@ -423,7 +423,7 @@ async def test_handler_deny_carries_its_message() -> None:
 
 async def test_approval_timeout_is_a_deny() -> None:
     e = engine(Policy(approval_timeout=0.05), Handler(ApprovalAnswer.allow_once(), delay=5))
-    with anyio.fail_after(2):
+    with anyio.fail_after(4):  # the handler would answer after 5 s
         d = await e.decide(make_call("git_push", access="network"))
     assert (d.allowed, d.outcome) == (False, "denied")
     assert "No approval within 0.05 s" in d.message

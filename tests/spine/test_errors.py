@@ -66,6 +66,6 @@ async def test_engine_that_never_answers_an_attach_is_an_error_not_a_hang(tmp_pa
         started = time.monotonic()
         with pytest.raises(DockerUnavailable) as err:
             await open_attach(f"unix://{tmp_path}/mute.sock", "1.41", "abc", timeout=0.5)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 10  # the listener never answers
         assert "did not answer an attach request within 0.5 s" in str(err.value)
         tg.cancel_scope.cancel()
