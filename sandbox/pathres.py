@@ -46,7 +46,8 @@ def fd_path(fd: int) -> str:
 
 
 def entry_path(dirfd: int, name: str) -> str:
-    """The canonical path of entry ``name`` of the open directory ``dirfd``."""
+    """``name`` (one entry, or a link's relative target) joined to the real path of the open
+    directory ``dirfd``."""
     return fd_path(dirfd).rstrip("/") + "/" + name
 
 
