@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from caisson.audit import AuditEvent, AuditLog
+from caisson.audit import AuditEvent, AuditSink
 from caisson.client.models import Confinement
 from caisson.client.primitives import SandboxClient
 from caisson.errors import CaissonError, OpError
@@ -142,7 +142,7 @@ def audit_event(
     bytes_out: int = 0,
     message: str | None = None,
 ) -> AuditEvent:
-    """The audit event of a decided call; the digest and preview are left to ``AuditLog.record(args=)``."""
+    """The audit event of a decided call; the digest and preview are left to the sink's ``record(args=)``."""
     return AuditEvent(
         tenant=request.tenant,
         session_id=request.session_id,
@@ -172,7 +172,7 @@ class Dispatcher:
     client: SandboxClient
     profile: Profile
     engine: PolicyEngine
-    audit: AuditLog
+    audit: AuditSink
     interaction_handler: InteractionHandler | None = None
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -182,7 +182,7 @@ class Dispatcher:
         client: SandboxClient,
         *,
         policy: Policy,
-        audit: AuditLog,
+        audit: AuditSink,
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
     ) -> Dispatcher:

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from caisson.audit import AuditLog
+from caisson.audit import AuditLog, AuditSink
 from caisson.backend import Backend, Reaped, Sandbox
 from caisson.client.models import DaemonInfo
 from caisson.client.primitives import new_session_id
@@ -49,15 +49,23 @@ class Runtime:
         self._sessions: dict[str, Session] = {}
         self._starting: set[str] = set()
         self._audit: AuditLog | None = None
+        self._sink: AuditSink | None = None
         self._state = Path(self.config.state_dir)
         self._snapshots: list[str] = []
 
     @property
     def audit(self) -> AuditLog:
-        """The audit log of every tool call made through this runtime's sessions."""
+        """The audit log of every tool call made through this runtime's sessions (unless they
+        record to another sink, ``audit_to``)."""
         if self._audit is None:
             self._audit = AuditLog.in_directory(self._state)
         return self._audit
+
+    def audit_to(self, sink: AuditSink) -> None:
+        """Record the events of sessions opened from now on to ``sink`` instead of the local
+        audit log: for an embedding control plane whose store is the audit of record (writing
+        both would hash, redact and store every event twice)."""
+        self._sink = sink
 
     async def __aenter__(self) -> Runtime:
         await self.backend.open(self.config.owner, leased=self._leased, soft_quotas=self._soft_quotas)
@@ -291,7 +299,7 @@ class Runtime:
             channel=channel,
             owner=self,
             policy=policy or Policy.from_env(),
-            audit=self.audit,
+            audit=self._sink or self.audit,
             approval_handler=approval_handler,
             interaction_handler=interaction_handler,
         )

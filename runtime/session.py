@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from caisson.audit import AuditLog
+from caisson.audit import AuditSink
 from caisson.client import archive
 from caisson.client.primitives import SandboxClient
 from caisson.config import SessionConfig
@@ -49,7 +49,7 @@ class Session(SandboxClient):
         channel: Channel,
         owner: SessionOwner,
         policy: Policy,
-        audit: AuditLog,
+        audit: AuditSink,
         approval_handler: ApprovalHandler | None = None,
         interaction_handler: InteractionHandler | None = None,
     ) -> None:

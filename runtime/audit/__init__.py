@@ -3,6 +3,7 @@ and why), written off the call's path to JSON lines and SQLite, with arguments k
 digest and a redacted preview."""
 
 from caisson.audit.event import AuditEvent, DecisionName
-from caisson.audit.log import AuditLog, Tee, summarise
+from caisson.audit.log import AuditLog, summarise
+from caisson.audit.sink import AuditSink
 
-__all__ = ["AuditEvent", "AuditLog", "DecisionName", "Tee", "summarise"]
+__all__ = ["AuditEvent", "AuditLog", "AuditSink", "DecisionName", "summarise"]

@@ -16,7 +16,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -70,9 +70,6 @@ def _add_severity(_logger: Any, method_name: str, event_dict: MutableMapping[str
 
 _STOP = object()
 UNAVAILABLE = "<unavailable>"
-# Called with each event as it is recorded, on the caller's thread: (event, args, focus).
-Tee = Callable[[AuditEvent, Mapping[str, Any] | None, str | None], None]
-
 
 def summarise(event: AuditEvent, args: Mapping[str, Any] | None, focus: str | None) -> AuditEvent:
     """The event as stored: the arguments' digest, size and redacted preview (keeping
@@ -101,8 +98,6 @@ class AuditLog:
         self.jsonl_path = Path(jsonl_path) if jsonl_path is not None else None
         self.sqlite_path = Path(sqlite_path) if sqlite_path is not None else None
         self.write_errors = 0
-        # Another home for the events, fed as they are recorded (a control plane's store).
-        self.tee: Tee | None = None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=65536)
         self._closed = False
         self._file: TextIO | None = None
@@ -139,8 +134,6 @@ class AuditLog:
         mutate ``args`` afterwards."""
         if self._closed:
             raise RuntimeError("audit log is closed")
-        if self.tee is not None:
-            self.tee(event, args, focus)
         self._queue.put((event, args, focus))
 
     def flush(self) -> None:

@@ -23,7 +23,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 
-from caisson.audit import AuditEvent, AuditLog
+from caisson.audit import AuditEvent, AuditSink
 from caisson.client.primitives import SandboxClient
 from caisson.config import EGRESS_PORT, EgressLimits
 from caisson.errors import CaissonError
@@ -79,7 +79,7 @@ class EgressGateway:
         client: SandboxClient,
         *,
         engine: PolicyEngine,
-        audit: AuditLog,
+        audit: AuditSink,
         hosts: dict[str, str],
     ) -> None:
         self.client = client

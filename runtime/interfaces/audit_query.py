@@ -32,7 +32,10 @@ def parse_since(text: str) -> datetime:
 def show_audit(args: argparse.Namespace) -> Iterator[str]:
     state = Path(RuntimeConfig().state_dir)
     if not (state / "audit.jsonl").exists():
-        raise CaissonError(f"no audit log at {state}: no session has made a tool call yet (CAISSON_STATE_DIR sets where)")
+        raise CaissonError(
+            f"no audit log at {state}: no session has made a tool call yet (CAISSON_STATE_DIR sets where;"
+            " `caisson serve` keeps its audit in its store: GET /v1/audit)"
+        )
     log = AuditLog.in_directory(state)
     try:
         events = log.query(

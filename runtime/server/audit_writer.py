@@ -54,8 +54,8 @@ class DurableAudit:
         self._pending: dict[str, _Batch] = {}  # call id -> the batch holding its event
         self._wake = anyio.Event()
 
-    def add(self, event: AuditEvent, args: Mapping[str, Any] | None, focus: str | None) -> None:
-        """The audit log's tee: called on the event loop as each call records its event."""
+    def record(self, event: AuditEvent, *, args: Mapping[str, Any] | None = None, focus: str | None = None) -> None:
+        """The runtime's audit sink: called on the event loop as each call records its event."""
         self._next.items.append((event, args, focus))
         self._pending[event.call_id] = self._next
         self._wake.set()

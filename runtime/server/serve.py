@@ -86,7 +86,7 @@ class Hosted:
                     metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(),
                     audit=DurableAudit(store, self.settings.request_log_days),
                 )
-                rt.audit.tee = ctx.audit.add
+                rt.audit_to(ctx.audit)
                 await self._take_over(ctx)
                 if self.settings.mcp:
                     mcp = RemoteMcp(ctx)
