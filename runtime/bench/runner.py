@@ -107,7 +107,8 @@ async def run_bench(
         "gvisor_exec_true_p50_ms": 10, "gvisor_bash_true_p50_ms": 15, "gvisor_cold_vs_runc_p50": 1.3,
         "gvisor_pool_acquire_to_first_command_p50_ms": 15,
         # caisson serve's HTTP overhead (issue 27): its CPU per tool call against the library's
-        # (hosted.cpu_per_call_ms.ratio), and twice the 120-125 calls/s at 50 clients before it.
+        # (hosted.cpu_per_call_ms.ratio, against the median of three library measurements in
+        # the run), and twice the 120-125 calls/s at 50 clients before it.
         "hosted_cpu_per_call_vs_library": 1.5, "hosted_calls_per_second": 240,
         # Issue 25: cold start on the hard-limit engine against overlay2's.
         "hard_limit_cold_vs_overlay2_p50": 1.3,

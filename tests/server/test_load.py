@@ -15,4 +15,6 @@ async def test_hosted_bench_group_runs_clean(sandbox_image: str) -> None:
     print(report)
     assert report["errors"] == 0 and report["call"]["n"] == 80
     assert report["call"]["p50_ms"] > 0 and report["calls_per_second"] > 0
-    assert report["cpu_per_call_ms"]["server"] > 0 and report["cpu_per_call_ms"]["library_in_process"] > 0
+    cpu = report["cpu_per_call_ms"]
+    assert cpu["server"] > 0 and cpu["library_in_process"] > 0 and len(cpu["library_in_process_samples"]) == 3
+    assert cpu["library_in_process"] == sorted(cpu["library_in_process_samples"])[1]
