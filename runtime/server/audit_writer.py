@@ -98,8 +98,13 @@ class DurableAudit:
                     except Exception:  # retried at the next hour
                         log.exception("pruning the request log failed")
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(DURABLE_WITHIN):
-                await self._commit()
+            await self.close()
+
+    async def close(self) -> None:
+        """Commit what is left (the writer has stopped, or sessions closed after it recorded
+        their last events: an egress connection cut at the close), for at most DURABLE_WITHIN."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(DURABLE_WITHIN):
+            await self._commit()
 
     async def _commit(self) -> None:
         batch, self._next = self._next, _Batch()

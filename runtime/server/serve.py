@@ -75,6 +75,7 @@ class Hosted:
             # apart even within one process.
             server = f"{rt.config.owner}/{secrets.token_hex(4)}"
             tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
+            audit = DurableAudit(store, self.settings.request_log_days)
             try:
                 await store.beat(server)
                 if self.settings.new_admin_key or not await store.has_admin_key():
@@ -84,7 +85,7 @@ class Hosted:
                     runtime=rt, store=store, keys=auth.KeyChecker(store), tenancy=tenancy,
                     approvals=Approvals(store, self.settings.approval_timeout),
                     metrics=Metrics(tenancy.counts, tenancy.egress_totals), limiter=RateLimiter(),
-                    audit=DurableAudit(store, self.settings.request_log_days),
+                    audit=audit,
                 )
                 rt.audit_to(ctx.audit)
                 await self._take_over(ctx)
@@ -102,6 +103,9 @@ class Hosted:
                     else:
                         await tenancy.close_all()
                         await store.leave(server)
+                    # What the sessions recorded as they closed or detached (their egress
+                    # connections, cut then) after the writer's last commit.
+                    await audit.close()
                     store.close()
 
     @staticmethod

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import docker
 import pytest
@@ -14,6 +15,8 @@ import pytest
 from caisson.docker.images import build_image
 from caisson.remote import RemoteError, RemoteRuntime
 from caisson.server.settings import ServeSettings
+from caisson.server.store import Store, database_url
+from tests.loop import run_async
 from tests.server.harness import Api, ServerThread, approving
 
 from .servers import NAMES, Origin
@@ -90,3 +93,45 @@ async def test_remote_runtime_opens_sessions_with_egress(served: Api, origin: Or
         with pytest.raises(RemoteError) as beyond:
             await rt.open_session(egress=["github"])
         assert beyond.value.status == 403 and "github" in str(beyond.value)
+
+
+@pytest.mark.parametrize("on_stop", ["close", "hand-over"])
+def test_a_connection_open_when_the_server_stops_is_in_its_audit(on_stop: Literal["close", "hand-over"], origin: Origin, tmp_path: Path) -> None:
+    """The server's store is its audit of record: a session's egress connection, still open
+    when the server stops and cut as its session closes (or is handed over), is audited there
+    (its event is recorded after the audit writer's last tick)."""
+    client = docker.from_env()
+    image = build_image(client)
+    settings = ServeSettings(
+        port=0, state_dir=str(tmp_path), image=image, egress_hosts=dict.fromkeys(NAMES, "127.0.0.1"), approval_timeout=30,
+        on_stop=on_stop,
+    )
+    server = ServerThread(settings).start()
+    assert server.hosted.admin_token
+    api = Api(server.url, server.hosted.admin_token, "sqlite", server)
+    allowed = f"origin.test:{origin.http_port}"
+    tenant = api.tenant("egress-stop", egress=[allowed])
+    streams_before = origin.open_streams
+    sid = ""
+    try:
+        with tenant.client() as c, approving(tenant, tools=("bash",)):
+            sid = c.post("/sessions", json={"egress": [allowed]}).json()["id"]
+            hold = f"python3 -c \"import urllib.request as u; u.urlopen('http://{allowed}/drip', timeout=300).read()\""
+            task = c.post(f"/sessions/{sid}/tasks", json={"command": hold})
+            assert task.status_code in (200, 201), task.text
+            deadline = time.monotonic() + 60
+            while origin.open_streams <= streams_before:
+                assert time.monotonic() < deadline, "the task's connection did not open"
+                time.sleep(0.2)
+    finally:
+        server.stop()
+        for handed_over in client.containers.list(all=True, sparse=True, filters={"label": f"caisson.session={sid}"}):
+            handed_over.remove(force=True)
+        client.close()
+    store = Store(database_url(None, tmp_path))
+    try:
+        events = run_async(lambda: store.audit(None, session_id=sid, tool="egress"))
+    finally:
+        store.close()
+    print(f"on stop {on_stop}: egress connections open at the stop: 1; audited in the store: {len(events)}")
+    assert [(e.preview, e.decision) for _, e in events] == [(f"GET {allowed}", "allow")]
