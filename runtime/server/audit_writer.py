@@ -7,7 +7,9 @@ recorded while a commit runs wait for the next one, so concurrent calls share a 
 and a thread hop, and the request records gathered meanwhile ride along (at the latest every
 half second when no call wakes it). A call whose event the store cannot take in time is
 answered 503, never as if it were audited; the events and records stay queued and are
-written once the store answers again."""
+written once the store answers again. Events the store did not take at the first try also go
+to a fallback sink at once (the replica's local audit log): a call that ran during an outage
+keeps its record on this host even if the process dies before the store is back."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from caisson.audit import AuditEvent, summarise
+from caisson.audit import AuditEvent, AuditSink, summarise
 from caisson.logs import get_logger
 from caisson.server.models import RequestRecord
 from caisson.server.store import Store
@@ -40,25 +42,46 @@ class StoreUnavailable(Exception):
 
 
 @dataclass
+class _Item:
+    event: AuditEvent
+    args: Mapping[str, Any] | None
+    focus: str | None
+    spilled: bool = False  # written to the fallback already
+
+
+@dataclass
 class _Batch:
-    items: list[tuple[AuditEvent, Mapping[str, Any] | None, str | None]] = field(default_factory=list)
+    items: list[_Item] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     committed: anyio.Event = field(default_factory=anyio.Event)
 
 
 class DurableAudit:
-    def __init__(self, store: Store, request_log_days: float = 30.0) -> None:
+    def __init__(self, store: Store, request_log_days: float = 30.0, fallback: AuditSink | None = None) -> None:
         self._store = store
+        self._fallback = fallback
         self._keep = request_log_days * 86400
         self._next = _Batch()
         self._pending: dict[str, _Batch] = {}  # call id -> the batch holding its event
         self._wake = anyio.Event()
+        self._failing = False  # the store refused the last write
 
     def record(self, event: AuditEvent, *, args: Mapping[str, Any] | None = None, focus: str | None = None) -> None:
         """The runtime's audit sink: called on the event loop as each call records its event."""
-        self._next.items.append((event, args, focus))
+        item = _Item(event, args, focus)
+        self._next.items.append(item)
         self._pending[event.call_id] = self._next
+        if self._failing:
+            self._spill([item])
         self._wake.set()
+
+    def _spill(self, items: list[_Item]) -> None:
+        if self._fallback is None:
+            return
+        for item in items:
+            if not item.spilled:
+                item.spilled = True
+                self._fallback.record(item.event, args=item.args, focus=item.focus)
 
     def log_request(self, record: RequestRecord) -> None:
         """A request answered: written with the next commit (no hurry, no wake-up of its own)."""
@@ -112,12 +135,16 @@ class DurableAudit:
         while items or batch.requests:
             try:
                 # Hashing and redacting the arguments runs on the statement's worker thread.
-                await self._store.write(lambda: [summarise(*item) for item in items], batch.requests)
+                await self._store.write(lambda: [summarise(i.event, i.args, i.focus) for i in items], batch.requests)
+                self._failing = False
                 break
             except Exception:  # the store is away: keep the events, try again
                 log.exception("writing audit events failed; retrying", events=len(items), requests=len(batch.requests))
+                # Those waiting and those recorded until it answers again go to the fallback too.
+                self._failing = True
+                self._spill(items + self._next.items)
                 await anyio.sleep(RETRY_EVERY)
-        for event, _, _ in items:
-            if self._pending.get(event.call_id) is batch:
-                del self._pending[event.call_id]
+        for item in items:
+            if self._pending.get(item.event.call_id) is batch:
+                del self._pending[item.event.call_id]
         batch.committed.set()
