@@ -4,6 +4,7 @@ ratio of each pair."""
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -17,11 +18,32 @@ from caisson.runtime import Runtime
 from caisson.session import Session
 
 TEN_KB = "x" * 10_240
+# Inside the session, no caisson on the path: a process starts /bin/true and reaps it (a vfork
+# and an execve, as the daemon's clones do). Under gVisor's ptrace platform this is the floor
+# beneath exec(["true"]), and it moves with the host's state from day to day.
+SPAWN_FLOOR = """
+import json, os, time
+taken = []
+for _ in range({n}):
+    started = time.perf_counter()
+    os.waitpid(os.posix_spawn("/bin/true", ["true"], {{}}), 0)
+    taken.append((time.perf_counter() - started) * 1000)
+taken.sort()
+print(json.dumps({{"p50_ms": round(taken[len(taken) // 2], 3), "p95_ms": round(taken[int(len(taken) * 0.95)], 3), "n": {n}}}))
+"""
+
+
+async def _spawn_floor(s: Session, n: int) -> dict[str, float]:
+    result = await s.exec(["python3", "-c", SPAWN_FLOOR.format(n=n)], timeout=300)
+    if result.exit_code != 0:
+        raise RuntimeError(f"the spawn floor's script failed: {result.stderr[-500:]}")
+    return dict(json.loads(result.stdout))
 
 
 async def _per_call(s: Session, iterations: int) -> dict[str, Any]:
     await s.write_file("/workspace/bench-10kb.txt", TEN_KB)
     return {
+        "spawn_true_inside_no_caisson": await _spawn_floor(s, iterations),
         "exec_true": await measure(lambda: s.exec(["true"], timeout=30), iterations),
         "bash_true": await measure(lambda: s.call("bash", {"command": "true"}), iterations),
         "read_file_tool_10kb": await measure(
