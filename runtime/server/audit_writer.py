@@ -7,9 +7,10 @@ recorded while a commit runs wait for the next one, so concurrent calls share a 
 and a thread hop, and the request records gathered meanwhile ride along (at the latest every
 half second when no call wakes it). A call whose event the store cannot take in time is
 answered 503, never as if it were audited; the events and records stay queued and are
-written once the store answers again. Events the store did not take at the first try also go
-to a fallback sink at once (the replica's local audit log): a call that ran during an outage
-keeps its record on this host even if the process dies before the store is back."""
+written once the store answers again. From the store's first refusal until it takes a write
+again, the events waiting and those recorded meanwhile also go, once each, to a fallback sink
+(the replica's local audit log): a call that ran during an outage keeps its record on this
+host even if the process dies before the store is back."""
 
 from __future__ import annotations
 
