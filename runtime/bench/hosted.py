@@ -56,15 +56,16 @@ async def bench_hosted(tenants: int = 5, sessions: int = 20, clients: int = 50, 
             # taken before the server starts, with its sessions open, and after the load. A
             # machine's state drifts (the engine still removing an earlier run's containers,
             # btrfs cleaning up after them): the median of the three follows the run's.
-            library_cpu_ms = [await _library_cpu_per_call(rt, library, LIBRARY_CALLS)]
+            library_cpu_ms: list[float] = []
+
+            async def measure_library() -> None:
+                library_cpu_ms.append(await _library_cpu_per_call(rt, library, LIBRARY_CALLS))
+
+            await measure_library()
             proc, url, admin_key = await _start_server(state)
             try:
-                report = await _load(
-                    url, admin_key, tenants, sessions, clients, calls,
-                    between=lambda: _library_cpu_per_call(rt, library, LIBRARY_CALLS),
-                )
-                library_cpu_ms += report.pop("library_cpu_ms")
-                library_cpu_ms.append(await _library_cpu_per_call(rt, library, LIBRARY_CALLS))
+                report = await _load(url, admin_key, tenants, sessions, clients, calls, between=measure_library)
+                await measure_library()
             finally:
                 proc.terminate()
                 with anyio.move_on_after(60):
@@ -105,7 +106,7 @@ async def _library_cpu_per_call(rt: Runtime, s: Session, n: int) -> float:
 
 async def _load(
     url: str, admin_key: str, tenants: int, sessions: int, clients: int, calls: int,
-    between: Callable[[], Awaitable[float]],
+    between: Callable[[], Awaitable[None]],
 ) -> dict[str, Any]:
     """The server's sessions opened, ``between()`` (with them open, before any call), then the
     clients' calls."""
@@ -132,7 +133,7 @@ async def _load(
             for i in range(sessions):
                 tg.start_soon(open_one, i)
         open_seconds = time.perf_counter() - started
-        library_cpu_ms = await between()
+        await between()
 
         counter = iter(range(calls))
 
@@ -168,7 +169,6 @@ async def _load(
         "open_sessions_seconds": round(open_seconds, 2),
         "call": summarize(latencies), "seconds": round(seconds, 2), "calls_per_second": round(calls / seconds, 1),
         "errors": len(errors), "error_samples": errors[:5], "server_cpu_seconds": server_cpu,
-        "library_cpu_ms": [library_cpu_ms],
         # The load generator shares the machine's cores with the server and the sessions:
         # its own CPU per call says how much of the throughput it takes.
         "clients_cpu_per_call_ms": round(clients_cpu * 1000 / calls, 2),

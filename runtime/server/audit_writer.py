@@ -15,7 +15,7 @@ host even if the process dies before the store is back."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,11 @@ class _Batch:
 
 
 class DurableAudit:
-    def __init__(self, store: Store, request_log_days: float = 30.0, fallback: AuditSink | None = None) -> None:
+    def __init__(
+        self, store: Store, request_log_days: float = 30.0, fallback: Callable[[], AuditSink] | None = None
+    ) -> None:
+        """``fallback`` gives the sink for an outage, asked only when one comes (the local log
+        is then made: nothing of it exists while the store answers)."""
         self._store = store
         self._fallback = fallback
         self._keep = request_log_days * 86400
@@ -82,7 +86,7 @@ class DurableAudit:
         for item in items:
             if not item.spilled:
                 item.spilled = True
-                self._fallback.record(item.event, args=item.args, focus=item.focus)
+                self._fallback().record(item.event, args=item.args, focus=item.focus)
 
     def log_request(self, record: RequestRecord) -> None:
         """A request answered: written with the next commit (no hurry, no wake-up of its own)."""

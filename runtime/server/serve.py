@@ -75,7 +75,7 @@ class Hosted:
             # apart even within one process.
             server = f"{rt.config.owner}/{secrets.token_hex(4)}"
             tenancy = Tenancy(rt, store, policy, self.settings.image, server=server)
-            audit = DurableAudit(store, self.settings.request_log_days, fallback=rt.audit)
+            audit = DurableAudit(store, self.settings.request_log_days, fallback=lambda: rt.audit)
             try:
                 await store.beat(server)
                 if self.settings.new_admin_key or not await store.has_admin_key():

@@ -114,6 +114,8 @@ def test_a_stop_signal_during_load_drains_and_exits_0(
         finally:
             store.close()
         ran = {json.loads(event.preview)["command"] for _, event in audited}
+        # Audited once: with the store answering throughout, nothing went to the local log.
+        assert not (tmp_path / "audit.jsonl").exists()
         print(f"sent on a connection closed at the stop: {len(reset)}, of which ran: {len(ran.intersection(reset))}")
         assert outcomes["answered"] <= len(ran)
         assert not ran.intersection(reset)
@@ -371,6 +373,38 @@ def test_a_store_outage_answers_503_problems_then_recovers(
                 assert c.delete(f"/sessions/{sid}").status_code == 204
         finally:
             server.stop()
+
+
+def test_a_call_run_in_a_store_outage_keeps_its_record_through_a_kill(
+    sandbox_image: str, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """PostgreSQL stopped, a call runs (its key and tenant cached) and waits for the store to
+    take its event; the server is killed with SIGKILL before the store is back. The event never
+    reached the store, but the replica wrote it to its local audit log when the store refused."""
+    with running_postgres(docker_engine) as (postgres, url):
+        server = ServeProcess(tmp_path, db=url)
+        sid = ""
+        try:
+            t = server.tenant("crash")
+            [sid] = _open(t, 1)
+            with t.client() as c:
+                time.sleep(5.5)  # the key and tenant look-ups cached afresh: the call below runs
+                assert c.get(f"/sessions/{sid}").status_code == 200
+                postgres.get_wrapped_container().kill()
+                with contextlib.suppress(httpx.TransportError):
+                    c.post(f"/sessions/{sid}/calls", json={
+                        "tool": "write_file", "args": {"path": "/workspace/crash.txt", "content": "ran"}}, timeout=5)
+            server.kill()
+            [container] = docker_engine.containers.list(filters={"label": f"caisson.session={sid}"})
+            ran = container.exec_run(["cat", "/workspace/crash.txt"]).output == b"ran"
+            local = tmp_path / "audit.jsonl"
+            kept = local.exists() and "crash.txt" in local.read_text()
+            print(f"a call run in a store outage, then kill -9: ran {ran}; in the replica's local log: {kept}")
+            assert ran and kept
+        finally:
+            server.stop()
+            for cid in _containers(docker_engine, [sid]):
+                docker_engine.containers.get(cid).remove(force=True)
 
 
 def test_two_replicas_serve_one_audit_and_take_over_a_killed_ones_sessions(
