@@ -1,27 +1,40 @@
 """Bench group 'hosted': ``caisson serve`` under load, in its own process as deployed. Five
 tenants, twenty sessions, fifty concurrent clients (``RemoteRuntime``) making 2,000 tool calls
 between them; per-call latency as the client sees it (HTTP, auth, quotas, policy, daemon,
-audit) and every error counted."""
+audit) and every error counted.
+
+The clients share the machine's cores with the server and the sessions, so two more figures
+say what bounds the calls per second: the same load from lean clients (one HTTP/1.1
+connection each, through h11, a tenth of ``RemoteRuntime``'s CPU per call), and the same load
+through the library in process, with as many sessions and concurrent callers: the most a
+server wrapping the library could reach on this machine."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
+import h11
 import httpx
 from anyio.streams.text import TextReceiveStream
 
 from caisson.bench.stats import summarize
 from caisson.config import RuntimeConfig
 from caisson.remote import RemoteRuntime, RemoteSession
+from caisson.remote.client import API
 from caisson.runtime import Runtime
 from caisson.session import Session
+from caisson.tools.base import ToolResult
 
 START_TIMEOUT = 120.0
 LIBRARY_CALLS = 300
@@ -72,6 +85,8 @@ async def bench_hosted(tenants: int = 5, sessions: int = 20, clients: int = 50, 
                     await proc.wait()
                 if proc.returncode is None:
                     proc.kill()
+            # With the server gone: the same load through the library, nothing else running.
+            report["library_in_process"] = await _library_load(rt, sessions, clients, calls)
     server_cpu_ms = report.pop("server_cpu_seconds") * 1000 / calls
     library_median = sorted(library_cpu_ms)[1]
     report["cpu_per_call_ms"] = {
@@ -104,12 +119,142 @@ async def _library_cpu_per_call(rt: Runtime, s: Session, n: int) -> float:
     return (time.process_time() - started) * 1000 / n
 
 
+@dataclass
+class _Drive:
+    """One load: its duration, each call's latency, what went wrong, the callers' CPU."""
+
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+
+    def figures(self, calls: int) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 2), "calls_per_second": round(calls / self.seconds, 1),
+            "errors": len(self.errors), "error_samples": self.errors[:5],
+            "clients_cpu_per_call_ms": round(self.cpu_seconds * 1000 / calls, 2),
+        }
+
+
+# One caller's way to make call ``i`` (``bash`` ``echo i``); it returns the answer's text.
+Call = Callable[[int], Awaitable[str]]
+
+
+async def _drive(clients: int, calls: int, connect: Callable[[], AbstractAsyncContextManager[Call]]) -> _Drive:
+    """``calls`` calls made by ``clients`` concurrent callers sharing one sequence of calls."""
+    drive = _Drive()
+    counter = iter(range(calls))
+
+    async def client() -> None:
+        async with connect() as call:
+            for i in counter:
+                t0 = time.perf_counter()
+                try:
+                    text = await call(i)
+                    if text.strip() != str(i):
+                        drive.errors.append(f"call {i}: {text[:200]}")
+                except Exception as exc:  # counted, reported; the run goes on
+                    drive.errors.append(f"call {i}: {exc!r}"[:200])
+                drive.latencies.append((time.perf_counter() - t0) * 1000)
+
+    cpu_before = time.process_time()
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(clients):
+            tg.start_soon(client)
+    drive.seconds = time.perf_counter() - started
+    drive.cpu_seconds = time.process_time() - cpu_before
+    return drive
+
+
+def _answer(result: ToolResult, i: int) -> str:
+    if not result.ok:
+        raise RuntimeError(f"call {i} failed: {result.text[:200]}")
+    return result.text
+
+
+class _Session(Protocol):
+    async def call(self, tool: str, args: dict[str, Any] | None = None) -> ToolResult: ...
+
+
+def _through(opened: Sequence[_Session]) -> Callable[[], AbstractAsyncContextManager[Call]]:
+    """Callers that take the sessions in turn (a library's, or ``RemoteRuntime``'s)."""
+
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[Call]:
+        async def call(i: int) -> str:
+            return _answer(await opened[i % len(opened)].call("bash", {"command": f"echo {i}"}), i)
+
+        yield call
+
+    return connect
+
+
+@asynccontextmanager
+async def _lean_connection(url: str, tokens: dict[str, str]) -> AsyncIterator[Call]:
+    """One keep-alive HTTP/1.1 connection to the server making calls through its API, with
+    nothing of a client library on top (sessions taken in turn, each with its tenant's key)."""
+    where = urlsplit(url)
+    host, port = where.hostname or "127.0.0.1", where.port or 80
+    ids = list(tokens)
+    conn = h11.Connection(h11.CLIENT)
+    async with await anyio.connect_tcp(host, port) as stream:
+
+        async def call(i: int) -> str:
+            session = ids[i % len(ids)]
+            body = json.dumps({"tool": "bash", "args": {"command": f"echo {i}"}}).encode()
+            headers = [
+                ("Host", where.netloc), ("Authorization", f"Bearer {tokens[session]}"),
+                ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+            ]
+            request = h11.Request(method="POST", target=f"{API}/sessions/{session}/calls", headers=headers)
+            await stream.send(conn.send(request) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
+            status, chunks = 0, []
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    conn.receive_data(await stream.receive())
+                elif isinstance(event, h11.Response):
+                    status = event.status_code
+                elif isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+            conn.start_next_cycle()
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {b''.join(chunks)[:200]!r}")
+            return _answer(ToolResult.model_validate_json(b"".join(chunks)), i)
+
+        yield call
+
+
+async def _library_load(rt: Runtime, sessions: int, clients: int, calls: int) -> dict[str, Any]:
+    """The server's load made through the library in process: as many sessions, concurrent
+    callers and calls."""
+    opened: list[Session] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(sessions):
+                tg.start_soon(lambda: _open_into(rt, opened))
+
+        drive = await _drive(clients, calls, _through(opened))
+    finally:
+        with anyio.CancelScope(shield=True):
+            for s in opened:
+                await s.close()
+    return {"call": summarize(drive.latencies), **drive.figures(calls)}
+
+
+async def _open_into(rt: Runtime, opened: list[Session]) -> None:
+    opened.append(await rt.open_session())
+
+
 async def _load(
     url: str, admin_key: str, tenants: int, sessions: int, clients: int, calls: int,
     between: Callable[[], Awaitable[None]],
 ) -> dict[str, Any]:
     """The server's sessions opened, ``between()`` (with them open, before any call), then the
-    clients' calls."""
+    clients' calls: through ``RemoteRuntime``, then again through lean connections."""
     per_tenant = -(-sessions // tenants)
     keys: list[str] = []
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=60) as admin:
@@ -119,45 +264,28 @@ async def _load(
             keys.append((await admin.post(f"/tenants/{made['id']}/keys", json={})).json()["token"])
     runtimes = [RemoteRuntime(url, key) for key in keys]
     opened: list[RemoteSession] = []
-    latencies: list[float] = []
-    errors: list[str] = []
+    tokens: dict[str, str] = {}
     try:
         for rt in runtimes:
             await rt.__aenter__()
         started = time.perf_counter()
 
         async def open_one(i: int) -> None:
-            opened.append(await runtimes[i % tenants].open_session())
+            s = await runtimes[i % tenants].open_session()
+            opened.append(s)
+            tokens[s.id] = keys[i % tenants]
 
         async with anyio.create_task_group() as tg:
             for i in range(sessions):
                 tg.start_soon(open_one, i)
         open_seconds = time.perf_counter() - started
         await between()
-
-        counter = iter(range(calls))
-
-        async def client() -> None:
-            for i in counter:  # the clients share one sequence of calls
-                s = opened[i % len(opened)]
-                t0 = time.perf_counter()
-                try:
-                    result = await s.call("bash", {"command": f"echo {i}"})
-                    if not result.ok or result.text.strip() != str(i):
-                        errors.append(f"call {i}: {result.text[:200]}")
-                except Exception as exc:  # counted, reported; the run goes on
-                    errors.append(f"call {i}: {exc!r}"[:200])
-                latencies.append((time.perf_counter() - t0) * 1000)
-
         cpu_before = await _server_cpu(url)
-        clients_cpu_before = time.process_time()
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(clients):
-                tg.start_soon(client)
-        seconds = time.perf_counter() - started
-        clients_cpu = time.process_time() - clients_cpu_before
+        drive = await _drive(clients, calls, _through(opened))
         server_cpu = await _server_cpu(url) - cpu_before
+        cpu_before = await _server_cpu(url)
+        lean = await _drive(clients, calls, lambda: _lean_connection(url, tokens))
+        lean_server_cpu = await _server_cpu(url) - cpu_before
     finally:
         with anyio.CancelScope(shield=True):
             for s in opened:
@@ -167,9 +295,9 @@ async def _load(
     return {
         "tenants": tenants, "sessions": sessions, "clients": clients, "calls": calls,
         "open_sessions_seconds": round(open_seconds, 2),
-        "call": summarize(latencies), "seconds": round(seconds, 2), "calls_per_second": round(calls / seconds, 1),
-        "errors": len(errors), "error_samples": errors[:5], "server_cpu_seconds": server_cpu,
-        # The load generator shares the machine's cores with the server and the sessions:
-        # its own CPU per call says how much of the throughput it takes.
-        "clients_cpu_per_call_ms": round(clients_cpu * 1000 / calls, 2),
+        "call": summarize(drive.latencies), **drive.figures(calls), "server_cpu_seconds": server_cpu,
+        "lean_clients": {
+            "call": summarize(lean.latencies), **lean.figures(calls),
+            "server_cpu_per_call_ms": round(lean_server_cpu * 1000 / calls, 2),
+        },
     }
