@@ -121,13 +121,14 @@ class Policy(BaseModel):
         rule = self.rules[index]
         return rule.name or f"rules[{index}]"
 
-    def path_denial(self, path: str, access: Access) -> tuple[str, Rule] | None:
-        """The first deny rule that binds a change of ``path`` made outside any tool call (a
-        hosted tenant's file routes): a rule naming no tool and no command, whose path, if it
-        has one, matches and whose access, if it names any, includes ``access``. Rules naming
-        a tool or a command are about calls, which the engine decides."""
+    def path_rule_for_change(self, path: str, access: Access) -> tuple[str, Rule] | None:
+        """The first deny or ask rule that binds a change of ``path`` made outside any tool
+        call (a hosted tenant's file routes): a rule naming no tool and no command, whose path,
+        if it has one, matches and whose access, if it names any, includes ``access``. Such a
+        change has no call to ask approval for, so an ask rule refuses it as a deny rule does.
+        Rules naming a tool or a command are about calls, which the engine decides."""
         for index, rule in enumerate(self.rules):
-            if rule.effect != "deny" or rule.tool or rule.command or rule.command_regex:
+            if rule.effect == "allow" or rule.tool or rule.command or rule.command_regex:
                 continue
             if (rule.access is None or access in rule.access) and (rule.path is None or glob_match(rule.path, path)):
                 return self.rule_name(index), rule

@@ -3,8 +3,8 @@ are decided: a write, a copy-in's every member (``copy_in``), a new directory, a
 decided on the path the daemon will really change (links followed where the daemon follows
 them), and refused when that path or the name given is outside the session's roots,
 protected (what programs run or read at start: shell start-up files, the home's dot entries
-and ``~/bin``, ``.git``, Python's site hooks, ...), a secret file, or denied by a path rule
-of the policy (``Policy.path_denial``). Every change is
+and ``~/bin``, ``.git``, Python's site hooks, ...), a secret file, or named by a deny or ask
+rule of the policy on paths (``Policy.path_rule_for_change``). Every change is
 ``plain``: the daemon refuses a link (or, for a write, another name) swapped in between the
 look and the change. A tenant changes such files through a tool call or a command, which the
 policy decides and the tenant's approvers answer."""
@@ -51,10 +51,11 @@ def refusal(live: Live, path: str, access: Access = "write") -> str | None:
     secret = is_secret(path, policy.secret_patterns, policy.secret_exceptions)
     if secret:
         return f"{path} is a secret file under the session's policy ({secret!r})"
-    denial = policy.path_denial(path, access)
-    if denial:
-        name, rule = denial
-        return f"{path} is denied by the session's policy rule {name}" + (f" ({rule.message})" if rule.message else "")
+    bound = policy.path_rule_for_change(path, access)
+    if bound:
+        name, rule = bound
+        why = "is denied by" if rule.effect == "deny" else "needs an approval, which only a call can ask for, under"
+        return f"{path} {why} the session's policy rule {name}" + (f" ({rule.message})" if rule.message else "")
     return None
 
 

@@ -380,12 +380,14 @@ async def test_the_policys_path_rules_bind_a_tenants_writes(
 ) -> None:
     """A deny rule on paths (naming no tool or command) binds the file routes as it binds tool
     calls, by every name; one restricted to deletes leaves writes alone, and one naming a tool
-    is about that tool's calls."""
+    is about that tool's calls. An ask rule on paths refuses them too: a file route has no
+    call for the tenant's approvers to answer (before, it let every change through unasked)."""
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"rules": [
         {"name": "vendored", "effect": "deny", "path": f"{W}/vendor/**", "message": "vendored code is read-only"},
         {"name": "keep-logs", "effect": "deny", "path": f"{W}/logs/**", "access": ["delete"]},
         {"name": "tool-only", "effect": "deny", "tool": "write_file", "path": f"{W}/toolonly/**"},
+        {"name": "reviewed", "effect": "ask", "path": f"{W}/deploy/**", "access": ["write", "delete"]},
     ]}))
     monkeypatch.setenv("CAISSON_POLICY", str(policy))
     server = start_server(tmp_path / "state", sandbox_image, approval_timeout=60)
@@ -394,9 +396,10 @@ async def test_the_policys_path_rules_bind_a_tenants_writes(
         t = Api(server.url, server.hosted.admin_token, "sqlite", server).tenant("path-rules")
         async with RemoteRuntime(server.url, t.token) as rt, rt.session() as s:
             as_root(docker_engine, s.id, " && ".join([
-                f"mkdir -p {W}/vendor/lib {W}/logs {W}/toolonly {W}/mine/sub && echo v > {W}/vendor/lib/a.py",
+                f"mkdir -p {W}/vendor/lib {W}/logs {W}/toolonly {W}/mine/sub {W}/deploy && echo v > {W}/vendor/lib/a.py",
+                f"echo d > {W}/deploy/job.yml",
                 f"echo l > {W}/logs/run.log && echo m > {W}/mine/sub/m.py && chown -R agent:agent {W}",
-                f"su agent -c 'ln -s {W}/vendor {W}/to-vendor'",
+                f"su agent -c 'ln -s {W}/vendor {W}/to-vendor && ln -s {W}/deploy {W}/to-deploy'",
             ]))
             attempts: list[tuple[str, Awaitable[Any]]] = [
                 ("write", s.write_file(f"{W}/vendor/lib/a.py", b"changed")),
@@ -415,6 +418,13 @@ async def test_the_policys_path_rules_bind_a_tenants_writes(
                 ("remove a log", s.remove(f"{W}/logs/run.log")),
                 ("rename a log away", s.rename(f"{W}/logs/run.log", f"{W}/mine/run.log")),
                 ("remove the logs", s.remove(f"{W}/logs", recursive=True)),
+                ("write, asked", s.write_file(f"{W}/deploy/job.yml", b"changed")),
+                ("write through a link, asked", s.write_file(f"{W}/to-deploy/job.yml", b"changed")),
+                ("copy-in, asked", s.copy_in(tar(("deploy/new.yml", "file", b"new")), W)),
+                ("mkdir, asked", s.mkdir(f"{W}/deploy/made")),
+                ("remove, asked", s.remove(f"{W}/deploy/job.yml")),
+                ("rename in, asked", s.rename(f"{W}/mine/sub/m.py", f"{W}/deploy/m.py")),
+                ("rename the directory away, asked", s.rename(f"{W}/deploy", f"{W}/mine/deploy")),
             ]
             refused: list[str] = []
             for what, attempt in attempts:
@@ -422,16 +432,20 @@ async def test_the_policys_path_rules_bind_a_tenants_writes(
                     await attempt
                 except CaissonError as exc:
                     refused.append(what)
-                    assert "denied by the session's policy rule" in str(exc), (what, exc)
+                    said = "needs an approval" if "asked" in what else "is denied by"
+                    assert f"{said}" in str(exc) and "the session's policy rule" in str(exc), (what, exc)
             landed = [what for what, _ in attempts if what not in refused]
-            after = as_root(docker_engine, s.id, f"cat {W}/vendor/lib/a.py {W}/logs/run.log; find {W}/vendor {W}/mine | sort")
+            after = as_root(
+                docker_engine, s.id, f"cat {W}/vendor/lib/a.py {W}/logs/run.log {W}/deploy/job.yml; find {W}/vendor {W}/mine {W}/deploy | sort"
+            )
             # Writes the rules leave alone: a new log (deletes only), a path a tool's rule names.
             await s.write_file(f"{W}/logs/new.log", b"appended\n")
             await s.write_file(f"{W}/toolonly/x", b"tool rules are about tool calls\n")
         print(f"the policy's path rules against a tenant's writes: tried {len(attempts)}, landed {len(landed)} {landed}")
         assert landed == []
         assert after.split() == [
-            "v", "l", f"{W}/mine", f"{W}/mine/sub", f"{W}/mine/sub/m.py", f"{W}/vendor", f"{W}/vendor/lib", f"{W}/vendor/lib/a.py",
+            "v", "l", "d", f"{W}/deploy", f"{W}/deploy/job.yml",
+            f"{W}/mine", f"{W}/mine/sub", f"{W}/mine/sub/m.py", f"{W}/vendor", f"{W}/vendor/lib", f"{W}/vendor/lib/a.py",
         ]
     finally:
         server.stop()
