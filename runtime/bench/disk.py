@@ -47,7 +47,7 @@ async def bench_cold_start(iterations: int, state_dir: str | None = None, overla
             report["overlay2_beside"] = "not measured: this engine runs overlay2 itself"
         else:
             try:
-                beside = await stack.enter_async_context(_overlay2_runtime(rt, overlay2_engine))
+                beside = await stack.enter_async_context(overlay2_runtime(rt, overlay2_engine))
             except CaissonError as exc:
                 progress(f"cold start on overlay2 not measured: {exc}")
                 report["overlay2_beside"] = f"not measured: {exc}"
@@ -74,7 +74,7 @@ async def bench_cold_start(iterations: int, state_dir: str | None = None, overla
 
 
 @asynccontextmanager
-async def _overlay2_runtime(rt: Runtime, named: str | None) -> AsyncIterator[Runtime]:
+async def overlay2_runtime(rt: Runtime, named: str | None) -> AsyncIterator[Runtime]:
     """A runtime on the named overlay2 engine, or on a throwaway one, holding the same image."""
     async with AsyncExitStack() as stack:
         host = named or await stack.enter_async_context(throwaway_overlay2(rt.config.state_dir))

@@ -179,7 +179,7 @@ class DockerBackend:
         top = sparse.layer(root, container_id) if root is not None else None
         if root is None or top is None or not sparse.store(root, tag).is_dir():
             raise SessionError(f"snapshot {image} keeps its sparse files beside the engine's layers, and they are gone")
-        sparse.put_back(top, sparse.store(root, tag))
+        sparse.put_back(top, sparse.store(root, tag), sparse.image_layer(root, container_id))
 
     async def attach(self, container_id: str, *, timeout: float) -> ByteTransport:
         return await open_attach(self.address, self.client.api.api_version, container_id, timeout=timeout)
@@ -257,7 +257,7 @@ class DockerBackend:
         return await anyio.to_thread.run_sync(self._snapshot, container_id, session_id, owner, ttl)
 
     def _snapshot(self, container_id: str, session_id: str, owner: str, ttl: float) -> str:
-        """A commit; on a local btrfs engine (runc and gVisor) the
+        """A commit; on a local btrfs or overlay2 engine (runc and gVisor) the
         sparse files are kept apart while it runs (docker/sparse.py), the container paused
         throughout, under a marker that lets whoever comes next undo it should this controller die."""
         client = self.client
