@@ -58,7 +58,7 @@ import sys, time, anyio
 from caisson import Runtime, RuntimeConfig
 from caisson.docker import containers, sparse
 
-session_id, stop_at, state_dir = sys.argv[1:4]
+session_id, stop_at, state_dir, docker_host = sys.argv[1:5]
 
 def hold():
     print(stop_at, flush=True)
@@ -88,7 +88,7 @@ if stop_at == "restoring":  # after the first file is cloned back, the others st
     sparse.put_back, sparse._clone = put_back_marked, clone_then_hold
 
 async def main():
-    async with Runtime(RuntimeConfig(state_dir=state_dir, gc_on_start=False)) as rt:
+    async with Runtime(RuntimeConfig(state_dir=state_dir, docker_host=docker_host or None, gc_on_start=False)) as rt:
         s = await rt.reattach(session_id)
         await rt.snapshot(s)
         print("finished", flush=True)
@@ -102,9 +102,9 @@ KILLS = [
 ]
 
 
-def _controller_at(session_id: str, stop_at: str, state_dir: str) -> subprocess.Popen[str]:
+def _controller_at(session_id: str, stop_at: str, state_dir: str, docker_host: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CONTROLLER, session_id, stop_at, state_dir],
+        [sys.executable, "-c", CONTROLLER, session_id, stop_at, state_dir, docker_host],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None
@@ -125,9 +125,17 @@ def _leftovers(root: Path, session: Session) -> list[str]:
 
 
 async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_path: Path) -> None:
+    await killed_mid_snapshot(rt, tmp_path)
+
+
+async def killed_mid_snapshot(rt: Runtime, tmp_path: Path) -> None:
+    """Kills at each step of a snapshot, the container found afterwards by each finder (also
+    run on overlay2 by ``test_snapshot_overlay2``)."""
     client = rt.backend.client  # type: ignore[attr-defined]
     root = sparse.engine_root(client)
-    assert root is not None, "this test needs the set-up's local btrfs engine"
+    assert root is not None, "this test needs a local btrfs or overlay2 engine"
+    host = rt.config.docker_host or ""
+    driver = client.info()["Driver"]
     async with rt.session() as s:
         await s.write_file("/workspace/.write.py", WRITE.encode())
         await s.write_file("/workspace/.check.py", CHECK.encode())
@@ -138,7 +146,7 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
         assert top is not None
         tried = landed = 0
         for stop_at, finder in KILLS:
-            proc = await anyio.to_thread.run_sync(_controller_at, s.id, stop_at, str(tmp_path))
+            proc = await anyio.to_thread.run_sync(_controller_at, s.id, stop_at, str(tmp_path), host)
             state = client.api.inspect_container(s.container_id)["State"]
             emptied = sum((top / "workspace" / name).stat().st_size == 0 for name in FILES)
             proc.send_signal(signal.SIGKILL)
@@ -148,7 +156,7 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
             want = {"paused": 0, "emptied": len(FILES), "committed": len(FILES), "restoring": len(FILES) - 1}
             assert emptied == want[stop_at], f"killed at {stop_at}, {emptied} files were empty"
             # A fresh controller: its re-attach, or its reaper as it opens, finds the container.
-            fresh = RuntimeConfig(state_dir=str(tmp_path), gc_on_start=finder == "reaper")
+            fresh = RuntimeConfig(state_dir=str(tmp_path), docker_host=host or None, gc_on_start=finder == "reaper")
             async with Runtime(fresh) as rt2:
                 running = client.api.inspect_container(s.container_id)["State"]["Status"]
                 if finder == "snapshot":  # another snapshot of it undoes the stash, then is taken
@@ -161,7 +169,7 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
             tried += 1
             lost = seen != expected or bool(left) or bool(images)
             landed += lost
-            print(f"killed at {stop_at}, found by the {finder}: container {running} once it opened; files "
+            print(f"{driver}: killed at {stop_at}, found by the {finder}: container {running} once it opened; files "
                   f"{'intact' if seen == expected else 'LOST: ' + seen}; leftovers {left or 'none'}, "
                   f"half-made snapshots {len(images)}")
             assert seen == expected, (stop_at, seen, expected)
@@ -178,7 +186,7 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
             from_snapshot = (await restored.exec("python3 /workspace/.check.py", timeout=60)).stdout
         assert (await final.exec("python3 /workspace/.check.py", timeout=60)).stdout == expected
         # Killed once more, and the session closed: what the snapshot left goes with its container.
-        proc = await anyio.to_thread.run_sync(_controller_at, s.id, "committed", str(tmp_path))
+        proc = await anyio.to_thread.run_sync(_controller_at, s.id, "committed", str(tmp_path), host)
         proc.send_signal(signal.SIGKILL)
         await anyio.to_thread.run_sync(proc.wait)
         await final.close()
@@ -186,7 +194,7 @@ async def test_a_controller_killed_mid_snapshot_loses_no_file(rt: Runtime, tmp_p
         images = client.api.images(name=containers.SNAPSHOT_REPO, filters={"label": f"caisson.snapshot_of={s.id}"})
         print(f"killed after the commit, then closed: leftovers {left or 'none'}, snapshots {len(images)}")
         assert not left and [i["RepoTags"] for i in images] == [[ref]], (left, images)
-    print(f"controller killed mid-snapshot: tried {tried}, landed {landed} (files lost or leftovers)")
+    print(f"{driver}: controller killed mid-snapshot: tried {tried}, landed {landed} (files lost or leftovers)")
     assert landed == 0
     assert from_snapshot == expected
     assert not os.path.exists(sparse.marker_path(root, s.container_id))
