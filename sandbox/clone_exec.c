@@ -45,6 +45,7 @@
 #endif
 
 enum { STAGE_SETUP = 1, STAGE_CHDIR, STAGE_CONFINE, STAGE_CREDS, STAGE_EXEC };
+#define COMMAND_NICE 10 /* limits.COMMAND_NICE */
 enum { HAS_STDIN = 1, HAS_RULESET = 2, HAS_CWD_FD = 4, HAS_IDS = 8, HAS_ROOT = 16 };
 
 #define SOCK 3
@@ -210,6 +211,9 @@ static void clone_main(int devnull, rlim_t processes) {
     /* Every received descriptor carries close-on-exec; the three copies below do not. */
     if (dup2(in >= 0 ? in : devnull, 0) < 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0)
         fail(STAGE_SETUP, errno);
+    /* limits.COMMAND_NICE: the daemon is served first when the command fills the CPU. A
+     * priority, not a boundary: best effort. */
+    (void)setpriority(PRIO_PROCESS, 0, COMMAND_NICE);
     if (ruleset >= 0) {
         /* Before the ids change: none of the command runs unconfined. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)

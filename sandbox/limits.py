@@ -13,3 +13,8 @@ MAX_LISTING = DEFAULT_MAX_HEADER - 256 * 1024
 MAX_OUTPUT_MAX = 1024 * 1024 * 1024
 # Processes the session may hold under gVisor (0: bounded by the kernel's pids cgroup alone).
 PROCESSES = int(os.environ.get("CAISSON_PROCESSES") or 0)
+# The niceness every command starts with (clone_exec.c sets the same): the daemon, at 0, is
+# served first when the agent's processes fill the session's CPU (a fork loop spinning at the
+# process limit starved it past a call's deadline before it could end the loop). A command
+# cannot lower it again (that needs CAP_SYS_NICE).
+COMMAND_NICE = 10

@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import clone_request, landlock, own_clones, seccomp, syscalls
 from .errors import DaemonError, from_oserror
-from .limits import PROCESSES
+from .limits import COMMAND_NICE, PROCESSES
 from .own_clones import CLONE_EXEC, CLONE_EXEC_SOCKET, DEFAULT_SIGNALS, HAS_CLONE_EXEC
 from .spawn import Spec
 
@@ -469,6 +469,8 @@ def _child(sock: socket.socket, devnull: int, processes: int = 0) -> None:
         for fd in fds:
             if fd != ruleset:
                 os.close(fd)
+        with contextlib.suppress(OSError):  # a priority, not a boundary: best effort
+            os.setpriority(os.PRIO_PROCESS, 0, COMMAND_NICE)
         if ruleset >= 0:
             stage = STAGE_CONFINE
             landlock.restrict_self(ruleset)  # before the ids change: none of it runs unconfined

@@ -85,6 +85,41 @@ async def alive(s: Session) -> str | None:
         await anyio.sleep(1)
 
 
+# Each command's niceness, then whether it could lower it (to the daemon's 0) and raise it.
+CLIMB = (
+    "python3 -c 'import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))\n"
+    "for nice in (0, 15):\n    try:\n        os.setpriority(os.PRIO_PROCESS, 0, nice)\n"
+    "        print(\"set\", os.getpriority(os.PRIO_PROCESS, 0))\n    except OSError as exc:\n"
+    "        print(\"refused\", exc.errno)'"
+)
+
+
+async def test_commands_run_below_the_daemon_and_cannot_climb_back(rt: Runtime) -> None:
+    """A python fork loop spinning at the process limit once starved the daemon past its
+    call's deadline (no reply within 14 s for a 4 s call): every command now starts at a lower
+    priority than the daemon, as the agent (exec, the bash tool, a background task), and may
+    lower its own priority further but never raise it back. runc only: gVisor's kernel records
+    a priority without scheduling by it (its threads are the Go runtime's), and lets a process
+    raise it again; there the process watch keeps the daemon from being the victim."""
+    async with rt.session() as s:
+        seen = {
+            "exec": (await s.exec(CLIMB)).stdout,
+            "background task": await _task_output(s, CLIMB),
+        }
+        # The bash tool runs python -c only with an approval: its niceness, read by a safe command.
+        in_bash = (await s.call("bash", {"command": "cut -d' ' -f19 /proc/self/stat"})).text
+    print(f"runc: {seen}; the bash tool's command at niceness {in_bash.strip()}")
+    for how, out in seen.items():
+        assert out.split() == ["10", "refused", "13", "set", "15"], (how, out)
+    assert in_bash.strip() == "10", in_bash
+
+
+async def _task_output(s: Session, command: str) -> str:
+    task = await s.spawn(command)
+    await s.task_wait(task.task_id, timeout=30)
+    return (await s.task_read(task.task_id, stderr_offset=0)).stdout
+
+
 @pytest.mark.parametrize("runtime", ["gvisor", "runc"])
 async def test_fork_bombs_end_the_bomb_not_the_session(rt: Runtime, runtime: str) -> None:
     gvisor = runtime == "gvisor"
