@@ -6,7 +6,6 @@ for the module; its own data-root, so nothing else on the host moves its figures
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from caisson import Runtime
 from caisson.bench.disk import overlay2_runtime
 from tests.spine.test_snapshot_crash import killed_mid_snapshot
-from tests.spine.test_snapshot_sparse import MAKE, SHOW, MiB
+from tests.spine.test_snapshot_sparse import SHOW, MiB, snapshot_of_sparse_files
 
 pytestmark = pytest.mark.anyio
 
@@ -57,14 +56,7 @@ async def test_a_snapshot_keeps_sparse_files_sparse(o2: Runtime) -> None:
     client = o2.backend.client  # type: ignore[attr-defined]
     root = Path(str(client.info()["DockerRootDir"]))
     async with o2.session() as s:
-        made = await s.exec(MAKE, timeout=120)
-        assert made.exit_code == 0, made
-        before_files = (await s.exec(SHOW)).stdout
-        before = await anyio.to_thread.run_sync(_allocated, root)
-        started = time.monotonic()
-        ref = await o2.snapshot(s)
-        took = time.monotonic() - started
-        gained = await anyio.to_thread.run_sync(_allocated, root) - before
+        before_files, ref, took, gained = await snapshot_of_sparse_files(o2, s, lambda: _allocated(root))
         print(f"overlay2: snapshot of 1.06 GiB of sparse files: {took:.1f} s, engine disk +{gained / MiB:.0f} MiB")
         # The files hold about 4 MiB: the commit copied nothing of the holes.
         assert gained < 64 * MiB, f"{gained / MiB:.0f} MiB"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
-from caisson import Runtime
+from caisson import Runtime, Session
 from caisson.docker import sparse
 
 pytestmark = [pytest.mark.anyio, pytest.mark.exclusive]
@@ -55,18 +56,24 @@ def _on_host(rt: Runtime, container_id: str, names: list[str]) -> dict[str, tupl
     return found
 
 
+async def snapshot_of_sparse_files(rt: Runtime, s: Session, used: Callable[[], int]) -> tuple[str, str, float, int]:
+    """MAKE in the session, then its snapshot: the files as SHOW lists them, the snapshot's
+    reference, the seconds it took, and the engine disk it added (``used`` before and after)."""
+    made = await s.exec(MAKE, timeout=120)
+    assert made.exit_code == 0, made
+    files = (await s.exec(SHOW)).stdout
+    before = await anyio.to_thread.run_sync(used)
+    started = time.monotonic()
+    ref = await rt.snapshot(s)
+    took = time.monotonic() - started
+    return files, ref, took, await anyio.to_thread.run_sync(used) - before
+
+
 @pytest.mark.parametrize("gvisor", [False, True], ids=["runc", "gvisor"])
 async def test_a_snapshot_keeps_sparse_files_sparse(rt: Runtime, gvisor: bool) -> None:
     root = str(rt.backend.client.info()["DockerRootDir"])  # type: ignore[attr-defined]
     async with rt.session(gvisor=gvisor) as s:
-        made = await s.exec(MAKE, timeout=120)
-        assert made.exit_code == 0, made
-        before_files = (await s.exec(SHOW)).stdout
-        before = await anyio.to_thread.run_sync(_engine_used, root)
-        started = time.monotonic()
-        ref = await rt.snapshot(s)
-        took = time.monotonic() - started
-        gained = await anyio.to_thread.run_sync(_engine_used, root) - before
+        before_files, ref, took, gained = await snapshot_of_sparse_files(rt, s, lambda: _engine_used(root))
         after_files = (await s.exec(SHOW)).stdout
         async with rt.session(image=ref, gvisor=gvisor) as restored:
             restored_files = (await restored.exec(SHOW)).stdout
