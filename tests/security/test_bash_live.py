@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from caisson import Runtime, Session
+from caisson.docker.containers import LEASE_PATH
 from caisson.policy import ApprovalAnswer, ApprovalRequest, BashClassification, Level, Policy
 from caisson.tools.process.shell import STATE_DIRS
 from tests.policy.bash_corpus import all_bypasses
@@ -97,7 +98,9 @@ async def prepare(s: Session) -> None:
 
 
 async def changes(s: Session, *, outside_only: bool) -> list[str]:
+    # The controller's lease file, which it dates while the commands run, is its own write.
     skip = "/workspace -o -path /tmp -o -path /.caisson-stamp" if outside_only else "/tmp/.caisson -o -path /.caisson-stamp"
+    skip += f" -o -path {LEASE_PATH}"
     r = await s.exec(CHANGED.format(skip=skip, shm=STATE_DIRS[0]), user="root", timeout=60)
     return [line for line in r.stdout.splitlines() if line]
 
