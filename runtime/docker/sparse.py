@@ -163,10 +163,10 @@ def _parts(relative: str) -> list[str]:
 def _open_in(top: Path, relative: str, flags: int) -> int:
     """``relative`` under ``top``, each component opened without following a link."""
     parts = _parts(relative)
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    fd = _open_dir(top)
     try:
         for part in parts[:-1]:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            nxt = _open_dir(part, fd)
             os.close(fd)
             fd = nxt
         return os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=fd)
