@@ -86,7 +86,10 @@ async def test_oversized_inputs_are_refused_clearly(rt: Runtime) -> None:
         assert answered > 0
         # The inputs themselves are 100 MB; handling them may not multiply that.
         assert growth < 400
-        assert slowest < 2.0
+        # Another session's call is never held for the handling of these inputs. A bystander call
+        # takes tens of ms on a quiet machine and up to ~2.3 s beside a full test run (seen in CI);
+        # an input parsed or analysed where it blocks the controller would hold it for far longer.
+        assert slowest < 10.0
         rt.audit.flush()
         events = rt.audit.query(session=victim.id)
         assert sorted(e.call_id for e in events) == sorted(call_ids)
