@@ -330,7 +330,7 @@ def test_walk_20000_files(daemon: Client, ws: Path) -> None:
     result, _ = daemon.call("walk", path=str(ws))
     elapsed = time.monotonic() - started
     assert len(result["entries"]) == 20100 and not result["truncated"]
-    assert elapsed < 3.0, elapsed
+    assert elapsed < 15.0, elapsed  # about 1 s on a quiet machine
 
 
 # ---------------------------------------------------------------- mkdir / remove / rename

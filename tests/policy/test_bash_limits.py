@@ -51,7 +51,8 @@ def test_deep_or_huge_is_dangerous_and_fast(command: str) -> None:
     result = classify_bash(command)
     elapsed = time.perf_counter() - start
     assert result.level is Level.DANGEROUS, result.reasons
-    assert elapsed < 2.0
+    # Under 0.6 s each on a quiet machine; an analysis that grows with the depth takes minutes.
+    assert elapsed < 10.0, elapsed
 
 
 def test_limits_report(capsys: pytest.CaptureFixture[str]) -> None:

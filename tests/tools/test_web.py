@@ -65,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/big":
             self._send(200, b"<p>" + b"x" * 300_000 + b"</p>")
         elif path == "/slow":
-            time.sleep(3)
+            time.sleep(15)
             self._send(200, b"late")
         elif path == "/json":
             self._send(200, b'{"a": 1}', "application/json")
@@ -182,7 +182,7 @@ async def test_time_limit(web: Session, server: str) -> None:
     configure_web(web, timeout=1.0)
     started = time.monotonic()
     r = await call(web, "web_fetch", url=f"{server}/slow")
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 10  # at the 1 s limit, not at the page's 15 s
     assert not r.ok and "timed out" in r.text
 
 
