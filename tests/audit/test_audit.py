@@ -196,7 +196,9 @@ def test_record_is_cheap_even_for_large_arguments(log: AuditLog) -> None:
         start = time.perf_counter()
         log.record(event(call_id=f"c{i}"), args=big)
         timings.append(time.perf_counter() - start)
-    assert statistics.median(timings) < 0.0002
+    # A queue put is microseconds; digesting and serialising these arguments on the caller's
+    # path takes about 9 ms here (the margin is for a loaded machine).
+    assert statistics.median(timings) < 0.001
     log.flush()
     assert len(log.query(limit=1000)) == 100
 

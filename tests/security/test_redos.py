@@ -36,4 +36,6 @@ async def test_catastrophic_regex_does_not_stall_the_session(rt: Runtime) -> Non
         print(f"while a catastrophic search ran ({running.stdout.strip()} search process), "
               f"the slowest of 5 other calls took {max(latencies) * 1000:.0f} ms")
         assert running.stdout.strip() == "1"
-        assert max(latencies) < 2.0
+        # Tens of ms on a quiet machine; a daemon stalled by the search would not answer before
+        # the calls' 10 s timeout (the margin is for a loaded machine).
+        assert max(latencies) < 8.0

@@ -26,7 +26,7 @@ async def test_agent_kills_daemon_next_call_fails_fast(rt: Runtime) -> None:
             await victim.exec(f"kill -9 {victim.info.pid}", user="root", timeout=30)
         with pytest.raises(DaemonDied) as err:
             await victim.exec("true", timeout=30)
-        assert time.monotonic() - started < 5  # well under the 30 s deadline
+        assert time.monotonic() - started < 15  # well under the two calls' 60 s of deadlines
         assert "daemon" in str(err.value)
         r = await bystander.exec("echo still here", timeout=5)
         assert r.stdout == "still here\n"

@@ -36,7 +36,9 @@ async def _dies_with_its_tree(session: Session) -> None:
     r = await session.exec(TREE, timeout=2)
     assert r.timed_out and r.exit_code is None
     assert r.stdout == "started\n"  # partial output is returned
-    assert 1.5 < r.duration < 8
+    # Answered at the timeout, not when the command's own `sleep 100` would have ended
+    # (the margin is for a loaded machine).
+    assert 1.5 < r.duration < 30
     left = await session.exec(["bash", "-c", "ps -eo args | grep -c '^caisson-orphan' || true"], user="root")
     print(f"orphans left after the timeout: {left.stdout.strip()}")
     assert left.stdout.strip() == "0", left.stdout
